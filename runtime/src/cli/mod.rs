@@ -1,0 +1,104 @@
+//! The `wedge` command line.
+
+mod guest_build;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit status for bad input: a missing file, a wrong component, a busy port, a bad flag.
+const EXIT_BAD_INPUT: u8 = 2;
+
+#[derive(Parser)]
+#[command(
+    name = "wedge",
+    version,
+    about = "Serve WebAssembly HTTP handlers (wasi:http components)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a component (.wasm) or a guest crate directory (built with cargo).
+    Serve(serve::ServeArgs),
+}
+
+/// Runs the command line and maps every failure to one line on stderr.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return clap_error(err),
+    };
+    init_logging();
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {}", one_line(&format!("{err:#}")));
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+/// Help and version print as usual; usage errors print their first line only.
+fn clap_error(err: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match err.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = err.print();
+            ExitCode::SUCCESS
+        }
+        _ => {
+            // clap's message runs until the first blank line (then usage).
+            let text = err.render().to_string();
+            let message: Vec<&str> = text
+                .lines()
+                .take_while(|line| !line.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            eprintln!("{} (see `wedge --help`)", message.join(" "));
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("WEDGE_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,wasmtime=warn,cranelift=warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+/// wedge's data directory: `$WEDGE_DATA_DIR`, else `$XDG_DATA_HOME/wedge`,
+/// else `~/.local/share/wedge`.
+pub(crate) fn default_data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("wedge");
+    }
+    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".local/share/wedge"),
+        None => std::env::temp_dir().join("wedge"),
+    }
+}

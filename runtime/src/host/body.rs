@@ -1,0 +1,211 @@
+//! Bodies crossing the host boundary: the request body with its size limit,
+//! and the response body that ends cleanly only if the guest call succeeded.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+use tokio::sync::oneshot;
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+
+use super::fault::Fault;
+
+/// A request body that fails once more than `limit` bytes arrived, and
+/// records that it did so the host can answer 413.
+pub struct LimitedBody<B> {
+    inner: B,
+    remaining: u64,
+    limit: u64,
+    exceeded: Arc<AtomicBool>,
+}
+
+impl<B> LimitedBody<B> {
+    pub fn new(inner: B, limit: u64, exceeded: Arc<AtomicBool>) -> Self {
+        LimitedBody {
+            inner,
+            remaining: limit,
+            limit,
+            exceeded,
+        }
+    }
+}
+
+impl<B> Body for LimitedBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<wasmtime_wasi_http::Error>,
+{
+    type Data = Bytes;
+    type Error = wasmtime_wasi_http::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        let frame = match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+            None => return Poll::Ready(None),
+            Some(Err(err)) => return Poll::Ready(Some(Err(err.into()))),
+            Some(Ok(frame)) => frame,
+        };
+        if let Some(data) = frame.data_ref() {
+            let len = data.len() as u64;
+            if len > this.remaining {
+                this.exceeded.store(true, Ordering::Relaxed);
+                return Poll::Ready(Some(Err(wasmtime_wasi_http::Error::HttpRequestBodySize(
+                    Some(this.limit),
+                ))));
+            }
+            this.remaining -= len;
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Why a response body did not end cleanly.
+#[derive(Debug)]
+pub enum BodyError {
+    /// The guest failed after the response head was sent.
+    Aborted(Fault),
+    /// The guest's body stream reported an error.
+    Guest(wasmtime_wasi_http::Error),
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::Aborted(fault) => write!(f, "response aborted: {fault}"),
+            BodyError::Guest(err) => write!(f, "response body failed: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for BodyError {}
+
+/// The result of a guest call, sent when the call returns.
+pub type Outcome = Result<(), Fault>;
+
+/// The guest's response body, held back at its end until the guest call has
+/// returned: wasmtime's p2 body looks finished when the store is dropped by a
+/// trap, so only an `Ok` outcome may end it cleanly.
+pub struct GuestBody {
+    inner: HyperOutgoingBody,
+    outcome: Option<oneshot::Receiver<Outcome>>,
+    trailers: Option<HeaderMap>,
+    inner_done: bool,
+    /// Kept so that dropping the body (peer gone) stops the guest call.
+    _call: super::dispatch::CallGuard,
+}
+
+impl GuestBody {
+    pub(crate) fn new(
+        inner: HyperOutgoingBody,
+        outcome: oneshot::Receiver<Outcome>,
+        call: super::dispatch::CallGuard,
+    ) -> Self {
+        GuestBody {
+            inner,
+            outcome: Some(outcome),
+            trailers: None,
+            inner_done: false,
+            _call: call,
+        }
+    }
+}
+
+impl Body for GuestBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = &mut *self;
+        while !this.inner_done {
+            match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_trailers() {
+                    Ok(trailers) => this.trailers = Some(trailers),
+                    Err(data) => return Poll::Ready(Some(Ok(data))),
+                },
+                Some(Err(err)) => {
+                    this.inner_done = true;
+                    this.outcome = None;
+                    return Poll::Ready(Some(Err(BodyError::Guest(err))));
+                }
+                None => this.inner_done = true,
+            }
+        }
+        let Some(outcome) = this.outcome.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let result = ready!(Pin::new(outcome).poll(cx));
+        this.outcome = None;
+        match result {
+            Ok(Ok(())) => Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t)))),
+            Ok(Err(fault)) => Poll::Ready(Some(Err(BodyError::Aborted(fault)))),
+            Err(_) => Poll::Ready(Some(Err(BodyError::Aborted(Fault::Internal(
+                "the guest call ended without reporting".into(),
+            ))))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner_done && self.outcome.is_none() && self.trailers.is_none()
+    }
+}
+
+/// What the protocol engines send back: a body wedge wrote itself or the
+/// guest's streamed body.
+pub enum ResponseBody {
+    Full(Option<Bytes>),
+    Guest(GuestBody),
+}
+
+impl ResponseBody {
+    pub fn text(text: impl Into<Bytes>) -> Self {
+        ResponseBody::Full(Some(text.into()))
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match self.get_mut() {
+            ResponseBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            ResponseBody::Guest(body) => Pin::new(body).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ResponseBody::Full(bytes) => bytes.is_none(),
+            ResponseBody::Guest(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ResponseBody::Full(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
+            ResponseBody::Full(None) => SizeHint::with_exact(0),
+            ResponseBody::Guest(body) => body.inner.size_hint(),
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! On-disk cache of precompiled components, keyed by the engine's
+//! compatibility hash and the component's bytes, so a restart skips cranelift.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// Where precompiled artifacts live.
+#[derive(Debug, Clone)]
+pub struct ArtifactCache {
+    dir: PathBuf,
+}
+
+/// Feeds `Hash` output into SHA-256 so the key is stable across processes.
+struct Sha256Hasher(Sha256);
+
+impl Hasher for Sha256Hasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+    fn finish(&self) -> u64 {
+        0 // never used: only the digest is read
+    }
+}
+
+impl ArtifactCache {
+    /// A cache stored under `dir` (created on first write).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        ArtifactCache { dir: dir.into() }
+    }
+
+    /// The file a component's artifact is stored in for this engine.
+    fn path_for(&self, engine: &Engine, wasm: &[u8]) -> PathBuf {
+        let mut hasher = Sha256Hasher(Sha256::new());
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        hasher.0.update(wasm);
+        let digest = hasher.0.finalize();
+        let name: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        self.dir.join(format!("{name}.cwasm"))
+    }
+
+    /// The precompiled component for `wasm`, if the cache holds a usable one.
+    pub fn load(&self, engine: &Engine, wasm: &[u8]) -> Option<Component> {
+        let path = self.path_for(engine, wasm);
+        if !path.exists() {
+            return None;
+        }
+        // SAFETY: the file was written by `Component::serialize` of this
+        // cache and is named by the engine's compatibility hash; wasmtime
+        // also checks the header before using it.
+        match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(component) => Some(component),
+            Err(err) => {
+                tracing::warn!(
+                    "ignoring unusable precompiled artifact {}: {err}",
+                    path.display()
+                );
+                None
+            }
+        }
+    }
+
+    /// Stores a component compiled from `wasm`; failure only costs a
+    /// recompilation next time, so it is logged, not returned.
+    pub fn store(&self, engine: &Engine, wasm: &[u8], component: &Component) {
+        let path = self.path_for(engine, wasm);
+        if let Err(err) = self.write(&path, component) {
+            tracing::warn!("could not cache the compiled component: {err:#}");
+        }
+    }
+
+    fn write(&self, path: &Path, component: &Component) -> Result<()> {
+        let bytes = component.serialize()?;
+        std::fs::create_dir_all(&self.dir)
+            .with_context(|| format!("creating {}", self.dir.display()))?;
+        // Write then rename, so a crash never leaves a half-written artifact.
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,213 @@
+//! The bridge every protocol engine calls: a request head and body go in, a
+//! response head and a streamed body come out. Engines never see wasm; the
+//! guest never sees frames.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, header};
+use http_body::Body;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, timeout_at};
+use wasmtime_wasi_http::WasiHttpView;
+use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+
+use super::app::App;
+use super::body::{GuestBody, LimitedBody, Outcome, ResponseBody};
+use super::fault::Fault;
+use super::store::new_store;
+
+/// Aborts the guest call when the response (or its body) is dropped before
+/// the call finished, e.g. because the peer went away.
+pub(crate) struct CallGuard(JoinHandle<()>);
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Whether the request arrived over TLS, as the guest sees it.
+#[derive(Debug, Clone, Copy)]
+pub enum RequestScheme {
+    Http,
+    Https,
+}
+
+impl App {
+    /// Runs the app's handler for one request in a fresh instance.
+    pub async fn handle<B>(
+        self: &Arc<Self>,
+        request: Request<B>,
+        scheme: RequestScheme,
+    ) -> Response<ResponseBody>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<wasmtime_wasi_http::Error>,
+    {
+        if let Some(len) = content_length(&request)
+            && len > self.limits.max_body
+        {
+            return too_large(self.limits.max_body);
+        }
+        let body_exceeded = Arc::new(AtomicBool::new(false));
+        let request =
+            request.map(|body| LimitedBody::new(body, self.limits.max_body, body_exceeded.clone()));
+
+        let mut store = new_store(self.pre.engine(), &self.name, &self.limits);
+        let (response_tx, response_rx) = oneshot::channel();
+        let scheme = match scheme {
+            RequestScheme::Http => Scheme::Http,
+            RequestScheme::Https => Scheme::Https,
+        };
+        let resources = store
+            .data_mut()
+            .http()
+            .new_incoming_request(scheme, request)
+            .and_then(|req| {
+                Ok((
+                    req,
+                    store.data_mut().http().new_response_outparam(response_tx)?,
+                ))
+            });
+        let (req, outparam) = match resources {
+            Ok(pair) => pair,
+            Err(err) => {
+                return plain(StatusCode::BAD_REQUEST, format!("bad request: {err}\n"));
+            }
+        };
+
+        let (outcome_tx, mut outcome_rx) = oneshot::channel::<Outcome>();
+        let app = self.clone();
+        let call = tokio::spawn(async move {
+            let deadline = Instant::now() + app.limits.wall_time;
+            let outcome = run_guest(&app, &mut store, req, outparam, deadline).await;
+            if let Err(fault) = &outcome {
+                tracing::warn!("app `{}`: {fault}", app.name);
+            }
+            let _ = outcome_tx.send(outcome);
+        });
+        let call = CallGuard(call);
+
+        // Prefer the response when both are ready: a guest that sets its
+        // response and then traps must still have its head sent (and its body
+        // aborted), not be answered with a 500.
+        let response = tokio::select! {
+            biased;
+            response = response_rx => response,
+            outcome = &mut outcome_rx => {
+                return self.fault_response(&self.unanswered(outcome), &body_exceeded);
+            }
+        };
+        match response {
+            Ok(Ok(response)) if !body_exceeded.load(Ordering::Relaxed) => {
+                response.map(|body: HyperOutgoingBody| {
+                    ResponseBody::Guest(GuestBody::new(body, outcome_rx, call))
+                })
+            }
+            Ok(Ok(_)) => too_large(self.limits.max_body),
+            Ok(Err(code)) => {
+                let fault = Fault::GuestError(describe_error_code(&code));
+                tracing::warn!("app `{}`: {fault}", self.name);
+                self.fault_response(&fault, &body_exceeded)
+            }
+            Err(_) => {
+                // The outparam was dropped unset: the call has ended.
+                let outcome = outcome_rx.await;
+                self.fault_response(&self.unanswered(outcome), &body_exceeded)
+            }
+        }
+    }
+
+    /// The fault of a call that ended without a response. Faults of the call
+    /// itself were logged by the call; the ones only visible here are logged now.
+    fn unanswered(&self, outcome: Result<Outcome, oneshot::error::RecvError>) -> Fault {
+        let fault = match outcome {
+            Ok(Err(fault)) => return fault,
+            Ok(Ok(())) => Fault::NoResponse,
+            Err(_) => Fault::Internal("the guest call ended without reporting".into()),
+        };
+        tracing::warn!("app `{}`: {fault}", self.name);
+        fault
+    }
+
+    fn fault_response(&self, fault: &Fault, body_exceeded: &AtomicBool) -> Response<ResponseBody> {
+        if body_exceeded.load(Ordering::Relaxed) {
+            return too_large(self.limits.max_body);
+        }
+        let status = fault.status();
+        let reason = status.canonical_reason().unwrap_or("error");
+        plain(
+            status,
+            format!("{} {reason}: the handler failed\n", status.as_u16()),
+        )
+    }
+}
+
+/// Instantiates the app and runs its handler, bounded by the wall-clock
+/// deadline; the store's epoch callback bounds CPU time.
+async fn run_guest(
+    app: &App,
+    store: &mut wasmtime::Store<super::store::GuestState>,
+    req: wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostIncomingRequest>,
+    outparam: wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
+    deadline: Instant,
+) -> Outcome {
+    let limit = app.limits.wall_time;
+    let proxy = match timeout_at(deadline, app.pre.instantiate_async(&mut *store)).await {
+        Err(_) => {
+            return Err(Fault::WallTime {
+                limit,
+                started: false,
+            });
+        }
+        Ok(Err(err)) => return Err(Fault::from_call_error(err, store.data())),
+        Ok(Ok(proxy)) => proxy,
+    };
+    let call = proxy
+        .wasi_http_incoming_handler()
+        .call_handle(&mut *store, req, outparam);
+    match timeout_at(deadline, call).await {
+        Err(_) => Err(Fault::WallTime {
+            limit,
+            started: true,
+        }),
+        Ok(Err(err)) => Err(Fault::from_call_error(err, store.data())),
+        Ok(Ok(())) => Ok(()),
+    }
+}
+
+fn content_length<B>(request: &Request<B>) -> Option<u64> {
+    request
+        .headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+fn too_large(limit: u64) -> Response<ResponseBody> {
+    plain(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("413 Payload Too Large: the request body limit is {limit} bytes\n"),
+    )
+}
+
+/// A response wedge writes itself.
+pub fn plain(status: StatusCode, text: String) -> Response<ResponseBody> {
+    let mut response = Response::new(ResponseBody::text(text));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn describe_error_code(code: &ErrorCode) -> String {
+    format!("{code:?}")
+}

@@ -1,0 +1,86 @@
+//! The process-wide wasmtime engine: pooling allocator, copy-on-write memory
+//! images and epoch interruption driven by one ticker thread.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How often the epoch advances. Guest code yields to its worker at every tick
+/// and CPU limits are checked at this granularity.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Pool sizing for the pooling allocator.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// Instances that can be alive at once across all apps.
+    pub max_instances: u32,
+    /// The largest linear memory any app may be given, in bytes.
+    pub max_memory: u64,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            max_instances: 1000,
+            max_memory: crate::host::limits::DEFAULT_MEMORY,
+        }
+    }
+}
+
+fn base_config() -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    config.memory_init_cow(true);
+    config.wasm_component_model(true);
+    config
+}
+
+/// Builds the engine, falling back to on-demand allocation (with a warning)
+/// when the pool's address space cannot be reserved.
+pub fn build_engine(pool: &PoolConfig) -> Result<Engine> {
+    let mut pooling = PoolingAllocationConfig::default();
+    pooling
+        .total_component_instances(pool.max_instances)
+        .total_core_instances(pool.max_instances * 4)
+        .total_memories(pool.max_instances)
+        .total_tables(pool.max_instances * 4)
+        .max_memory_size(pool.max_memory as usize);
+    let mut config = base_config();
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    let engine = match Engine::new(&config) {
+        Ok(engine) => engine,
+        Err(err) => {
+            tracing::warn!(
+                "pooling allocator unavailable ({err}); falling back to on-demand instance allocation"
+            );
+            Engine::new(&base_config())
+                .map_err(anyhow::Error::from)
+                .context("creating the wasm engine")?
+        }
+    };
+    start_epoch_ticker(&engine)?;
+    Ok(engine)
+}
+
+/// Starts the one epoch ticker of this process. wedge builds one engine per
+/// process; a second call is refused rather than starting a second ticker.
+fn start_epoch_ticker(engine: &Engine) -> Result<()> {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    anyhow::ensure!(
+        STARTED.set(()).is_ok(),
+        "the epoch ticker already runs: one engine per process"
+    );
+    let engine = engine.clone();
+    std::thread::Builder::new()
+        .name("wedge-epoch".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(EPOCH_TICK);
+                engine.increment_epoch();
+            }
+        })
+        .context("starting the epoch ticker thread")?;
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! Why a guest call failed, and the status each failure answers with.
+
+use std::fmt;
+use std::time::Duration;
+
+use http::StatusCode;
+
+use super::store::GuestState;
+
+/// A guest call that did not produce a clean response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// The guest trapped (panic, unreachable, out-of-bounds access, ...).
+    Trap(String),
+    /// Guest code ran longer than the CPU-time limit.
+    CpuTime(Duration),
+    /// The request took longer than the wall-clock limit; `started` says
+    /// whether the guest's handler had been entered.
+    WallTime { limit: Duration, started: bool },
+    /// The guest tried to grow its memory past the limit and then trapped.
+    Memory(u64),
+    /// The handler returned without ever setting a response.
+    NoResponse,
+    /// The guest set an error instead of a response.
+    GuestError(String),
+    /// The host could not run the request.
+    Internal(String),
+}
+
+impl Fault {
+    /// The status sent when the fault happens before the response head.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Fault::CpuTime(_) | Fault::WallTime { started: true, .. } => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
+            Fault::WallTime { started: false, .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Fault::Trap(_)
+            | Fault::Memory(_)
+            | Fault::NoResponse
+            | Fault::GuestError(_)
+            | Fault::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Classifies the error a guest call returned, using what the store saw.
+    pub(crate) fn from_call_error(err: wasmtime::Error, state: &GuestState) -> Fault {
+        if state.cpu.exceeded {
+            return Fault::CpuTime(state.cpu.limit());
+        }
+        if state.limiter.denied {
+            return Fault::Memory(state.limiter.limit());
+        }
+        match err.downcast_ref::<wasmtime::Trap>() {
+            Some(trap) => Fault::Trap(trap.to_string()),
+            None => Fault::Trap(one_line(&format!("{err:#}"))),
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::Trap(msg) => write!(f, "guest trapped: {msg}"),
+            Fault::CpuTime(limit) => write!(f, "CPU time limit of {limit:?} exceeded"),
+            Fault::WallTime { limit, started } => {
+                write!(f, "wall-clock limit of {limit:?} exceeded")?;
+                if !*started {
+                    write!(f, " before the handler started")?;
+                }
+                Ok(())
+            }
+            Fault::Memory(limit) => {
+                write!(f, "memory limit of {} MiB exceeded", limit / (1024 * 1024))
+            }
+            Fault::NoResponse => write!(f, "the handler returned without setting a response"),
+            Fault::GuestError(msg) => write!(f, "the handler answered with an error: {msg}"),
+            Fault::Internal(msg) => write!(f, "internal error: {msg}"),
+        }
+    }
+}
+
+/// Keeps log lines to one line: wasmtime errors carry multi-line backtraces.
+fn one_line(text: &str) -> String {
+    let first = text.lines().next().unwrap_or_default();
+    first.chars().take(300).collect()
+}

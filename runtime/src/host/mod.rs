@@ -1,0 +1,21 @@
+//! The wasm side: the engine, apps, per-request stores, limits, and the
+//! bridge the protocol engines dispatch into.
+
+mod app;
+mod body;
+mod cache;
+mod dispatch;
+mod engine;
+mod fault;
+mod guest_log;
+mod hooks;
+pub mod limits;
+mod store;
+
+pub use app::App;
+pub use body::{BodyError, ResponseBody};
+pub use cache::ArtifactCache;
+pub use dispatch::{RequestScheme, plain};
+pub use engine::{PoolConfig, build_engine};
+pub use fault::Fault;
+pub use limits::Limits;

@@ -1,0 +1,157 @@
+//! Per-request store state: the WASI and wasi:http contexts, the memory
+//! limiter and the CPU meter.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{CallHook, ResourceLimiter, Store, StoreContextMut, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::guest_log::{Channel, GuestLog};
+use super::hooks::GuestHooks;
+use super::limits::Limits;
+
+/// Everything a request's `Store` holds.
+pub struct GuestState {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    table: ResourceTable,
+    hooks: GuestHooks,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) cpu: CpuMeter,
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for GuestState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+/// Denies linear-memory growth past the app's limit and remembers that it did,
+/// so the resulting trap is reported as "memory limit exceeded".
+pub struct MemoryLimiter {
+    limit: u64,
+    pub(crate) denied: bool,
+}
+
+impl MemoryLimiter {
+    pub(crate) fn limit(&self) -> u64 {
+        self.limit
+    }
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired as u64 <= self.limit;
+        if !allowed {
+            self.denied = true;
+        }
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // Tables hold references, a few bytes each; bound them so a guest
+        // cannot use them to get around the memory limit.
+        Ok((desired as u64).saturating_mul(16) <= self.limit)
+    }
+}
+
+/// Accumulates the time spent running guest code (not time in host calls,
+/// which is where the guest waits on I/O).
+pub struct CpuMeter {
+    limit: Duration,
+    used: Duration,
+    in_guest_since: Option<Instant>,
+    pub(crate) exceeded: bool,
+}
+
+impl CpuMeter {
+    pub(crate) fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    fn enter_guest(&mut self) {
+        self.in_guest_since = Some(Instant::now());
+    }
+
+    fn leave_guest(&mut self) {
+        if let Some(since) = self.in_guest_since.take() {
+            self.used += since.elapsed();
+        }
+    }
+
+    fn used_now(&self) -> Duration {
+        self.used + self.in_guest_since.map_or(Duration::ZERO, |t| t.elapsed())
+    }
+}
+
+/// Creates the store for one request with the app's limits installed.
+pub fn new_store(engine: &wasmtime::Engine, app: &Arc<str>, limits: &Limits) -> Store<GuestState> {
+    let wasi = WasiCtx::builder()
+        .stdout(GuestLog::new(app.clone(), Channel::Stdout))
+        .stderr(GuestLog::new(app.clone(), Channel::Stderr))
+        .build();
+    let state = GuestState {
+        wasi,
+        http: WasiHttpCtx::new(),
+        table: ResourceTable::new(),
+        hooks: GuestHooks,
+        limiter: MemoryLimiter {
+            limit: limits.memory,
+            denied: false,
+        },
+        cpu: CpuMeter {
+            limit: limits.cpu_time,
+            used: Duration::ZERO,
+            in_guest_since: None,
+            exceeded: false,
+        },
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limiter);
+    store.call_hook(|mut ctx: StoreContextMut<'_, GuestState>, hook| {
+        let cpu = &mut ctx.data_mut().cpu;
+        match hook {
+            CallHook::CallingWasm | CallHook::ReturningFromHost => cpu.enter_guest(),
+            CallHook::ReturningFromWasm | CallHook::CallingHost => cpu.leave_guest(),
+        }
+        Ok(())
+    });
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut ctx| {
+        let cpu = &mut ctx.data_mut().cpu;
+        if cpu.used_now() > cpu.limit {
+            cpu.exceeded = true;
+            return Ok(UpdateDeadline::Interrupt);
+        }
+        // Yield at every tick so one busy guest delays others on its worker
+        // by at most one tick.
+        Ok(UpdateDeadline::Yield(1))
+    });
+    store
+}

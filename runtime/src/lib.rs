@@ -1,0 +1,9 @@
+//! wedge: a WebAssembly edge handler runtime.
+//!
+//! Rooms (see DESIGN.md): `cli` → `host` (wasm side); `net` (IO drivers and
+//! protocol engines) → `wedge_proto` (sans-IO cores). Engines hand the host a
+//! request head and body and get back a response head and a streamed body.
+
+pub mod cli;
+pub mod host;
+pub mod net;

@@ -1,0 +1,123 @@
+//! Guest faults end to end: each gets its documented status (or an aborted
+//! body), one log line naming the app and the cause, and the host keeps serving.
+
+mod support;
+
+use support::{Server, curl, example};
+
+/// Status code and body of one request on a new connection.
+fn get(server: &Server, path: &str) -> (String, Vec<u8>, i32) {
+    let out = curl(&[
+        "--write-out",
+        "\n%{http_code}",
+        &format!("{}{path}", server.url),
+    ]);
+    let code = out.status.code().unwrap_or(-1);
+    let mut body = out.stdout;
+    let split = body.iter().rposition(|&b| b == b'\n').unwrap();
+    let status = String::from_utf8(body.split_off(split))
+        .unwrap()
+        .trim()
+        .to_string();
+    (status, body, code)
+}
+
+/// The server still answers a healthy request on a new connection.
+fn still_serves(server: &Server) {
+    let (status, body, _) = get(server, "/sleep?ms=0");
+    assert_eq!(status, "200");
+    assert_eq!(body, b"slept 0\n");
+}
+
+fn fault_lines(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains("app `faults`:"))
+        .collect()
+}
+
+#[test]
+fn a_trap_before_the_head_is_a_500() {
+    let server = Server::start(&example("faults"), &[]);
+    let (status, _, _) = get(&server, "/trap-before-head");
+    assert_eq!(status, "500");
+    let log = server.wait_for_log("guest trapped");
+    assert_eq!(fault_lines(&log).len(), 1, "{log}");
+    still_serves(&server);
+}
+
+#[test]
+fn a_trap_after_the_head_aborts_the_body() {
+    let server = Server::start(&example("faults"), &[]);
+    let out = curl(&[
+        "--output",
+        "/dev/null",
+        &format!("{}/trap-mid-body", server.url),
+    ]);
+    // 18: partial body; 52: nothing before the close; 56: reset. Never 0 (a clean end).
+    let code = out.status.code().unwrap();
+    assert!(
+        [18, 52, 56].contains(&code),
+        "curl exit {code}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = server.wait_for_log("guest trapped");
+    assert_eq!(fault_lines(&log).len(), 1, "{log}");
+    still_serves(&server);
+}
+
+#[test]
+fn a_cpu_loop_is_stopped_with_504() {
+    let server = Server::start(&example("faults"), &["--cpu-time", "200ms"]);
+    let (status, _, _) = get(&server, "/cpu-loop");
+    assert_eq!(status, "504");
+    let log = server.wait_for_log("CPU time limit of 200ms exceeded");
+    assert_eq!(fault_lines(&log).len(), 1, "{log}");
+    still_serves(&server);
+}
+
+#[test]
+fn waiting_on_io_does_not_count_as_cpu_time() {
+    let server = Server::start(&example("faults"), &["--cpu-time", "100ms"]);
+    let (status, body, _) = get(&server, "/sleep?ms=600");
+    assert_eq!(status, "200", "{}", server.log());
+    assert_eq!(body, b"slept 600\n");
+}
+
+#[test]
+fn the_wall_clock_limit_answers_504() {
+    let server = Server::start(&example("faults"), &["--wall-time", "300ms"]);
+    let (status, _, _) = get(&server, "/sleep?ms=30000");
+    assert_eq!(status, "504");
+    let log = server.wait_for_log("wall-clock limit of 300ms exceeded");
+    assert_eq!(fault_lines(&log).len(), 1, "{log}");
+    still_serves(&server);
+}
+
+#[test]
+fn memory_exhaustion_is_a_500() {
+    let server = Server::start(&example("faults"), &["--memory", "32MiB"]);
+    let (status, _, _) = get(&server, "/memory");
+    assert_eq!(status, "500");
+    let log = server.wait_for_log("memory limit of 32 MiB exceeded");
+    assert_eq!(fault_lines(&log).len(), 1, "{log}");
+    still_serves(&server);
+}
+
+#[test]
+fn no_response_is_a_500() {
+    let server = Server::start(&example("faults"), &[]);
+    let (status, _, _) = get(&server, "/no-response");
+    assert_eq!(status, "500");
+    let log = server.wait_for_log("returned without setting a response");
+    assert_eq!(fault_lines(&log).len(), 1, "{log}");
+    still_serves(&server);
+}
+
+#[test]
+fn guest_output_is_logged_with_the_app_name() {
+    let server = Server::start(&example("faults"), &[]);
+    let (status, _, _) = get(&server, "/stdout");
+    assert_eq!(status, "200");
+    server.wait_for_log("[faults] hello from the guest");
+    server.wait_for_log("[faults stderr] guest stderr line");
+}

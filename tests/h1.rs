@@ -1,0 +1,210 @@
+//! HTTP/1.1 end to end: the real `wedge` binary on 127.0.0.1, real curl and
+//! hyper clients, real components built from `examples/`.
+
+mod support;
+
+use std::io::Write;
+
+use support::{Server, curl, example, pattern, sha256, temp_dir};
+
+#[test]
+fn hello_answers_200_with_the_exact_body() {
+    let server = Server::start(&example("hello"), &[]);
+    let out = curl(&["-i", &format!("{}/", server.url)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("\r\n\r\nHello, world!\n"), "{text}");
+}
+
+#[test]
+fn keep_alive_serves_100_requests_on_one_connection() {
+    let server = Server::start(&example("hello"), &[]);
+    let url = format!("{}/", server.url);
+    let mut args = vec!["--write-out", "%{http_code} %{num_connects}\n"];
+    for _ in 0..100 {
+        args.extend(["--output", "/dev/null", &url]);
+    }
+    let out = curl(&args);
+    assert!(out.status.success());
+    let lines: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(lines.len(), 100);
+    assert!(lines.iter().all(|l| l.starts_with("200 ")), "{lines:?}");
+    let connects: u32 = lines.iter().map(|l| l[4..].parse::<u32>().unwrap()).sum();
+    assert_eq!(
+        connects, 1,
+        "curl opened {connects} connections for 100 requests"
+    );
+}
+
+fn echo_round_trip(extra_args: &[&str]) {
+    let server = Server::start(&example("echo"), &[]);
+    let dir = temp_dir("echo");
+    let body = pattern(10 * 1024 * 1024, 7);
+    let input = dir.join("in.bin");
+    let output = dir.join("out.bin");
+    std::fs::File::create(&input)
+        .unwrap()
+        .write_all(&body)
+        .unwrap();
+    let mut args = vec!["--fail", "--data-binary"];
+    let at_input = format!("@{}", input.display());
+    args.push(&at_input);
+    args.extend_from_slice(&["-H", "content-type: application/octet-stream", "--output"]);
+    let out_path = output.display().to_string();
+    args.push(&out_path);
+    args.extend_from_slice(extra_args);
+    let url = format!("{}/", server.url);
+    args.push(&url);
+    let out = curl(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let echoed = std::fs::read(&output).unwrap();
+    assert_eq!(echoed.len(), body.len());
+    assert_eq!(sha256(&echoed), sha256(&body));
+}
+
+#[test]
+fn echo_returns_10_mib_byte_identical() {
+    echo_round_trip(&[]);
+}
+
+#[test]
+fn echo_returns_a_chunked_upload_byte_identical() {
+    echo_round_trip(&["-H", "transfer-encoding: chunked"]);
+}
+
+#[test]
+fn expect_100_continue_is_honoured() {
+    let server = Server::start(&example("echo"), &[]);
+    let body = "x".repeat(2048);
+    let out = curl(&[
+        "-v",
+        "-H",
+        "expect: 100-continue",
+        "--expect100-timeout",
+        "60",
+        "--data-binary",
+        &body,
+        &format!("{}/", server.url),
+    ]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), body);
+    let trace = String::from_utf8_lossy(&out.stderr);
+    assert!(trace.contains("HTTP/1.1 100 Continue"), "{trace}");
+}
+
+#[test]
+fn stream_delivers_exactly_8192_bytes() {
+    let server = Server::start(&example("stream"), &[]);
+    let out = curl(&["--fail", &format!("{}/", server.url)]);
+    assert!(out.status.success());
+    assert_eq!(out.stdout.len(), 8192);
+    for (i, chunk) in out.stdout.chunks(1024).enumerate() {
+        assert!(chunk.iter().all(|&b| b == b'a' + i as u8), "chunk {i}");
+    }
+}
+
+#[test]
+fn a_body_over_the_limit_gets_413() {
+    let server = Server::start(&example("echo"), &["--max-body", "1KiB"]);
+    let url = format!("{}/", server.url);
+    // Declared too large: refused before the guest runs.
+    let big = "y".repeat(4096);
+    let out = curl(&[
+        "--write-out",
+        "%{http_code}",
+        "--output",
+        "/dev/null",
+        "--data-binary",
+        &big,
+        &url,
+    ]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "413");
+    // Streamed without a length: refused once it passes the limit.
+    let out = curl(&[
+        "--write-out",
+        "%{http_code}",
+        "--output",
+        "/dev/null",
+        "-H",
+        "transfer-encoding: chunked",
+        "--data-binary",
+        &big,
+        &url,
+    ]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "413");
+    // Within the limit still works.
+    let out = curl(&["--fail", "--data-binary", "small", &url]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "small");
+}
+
+#[test]
+fn two_hundred_concurrent_requests_over_32_connections_all_succeed() {
+    use http_body_util::{BodyExt, Empty};
+    let server = Server::start(&example("hello"), &[]);
+    let authority = server.authority().to_string();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ok = runtime.block_on(async move {
+        let mut connections = Vec::new();
+        for c in 0..32usize {
+            let authority = authority.clone();
+            connections.push(tokio::spawn(async move {
+                let stream = tokio::net::TcpStream::connect(&authority).await.unwrap();
+                let (mut sender, conn) = hyper::client::conn::http1::handshake::<
+                    _,
+                    Empty<bytes::Bytes>,
+                >(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .unwrap();
+                tokio::spawn(conn);
+                // 200 requests spread over the 32 connections: 7 on the first 8, 6 on the rest.
+                let n = 200 / 32 + usize::from(c < 200 % 32);
+                let mut ok = 0;
+                for _ in 0..n {
+                    sender.ready().await.unwrap();
+                    let request = http::Request::get("/")
+                        .header("host", &authority)
+                        .body(Empty::new())
+                        .unwrap();
+                    let response = sender.send_request(request).await.unwrap();
+                    assert_eq!(response.status(), 200);
+                    let body = response.into_body().collect().await.unwrap().to_bytes();
+                    assert_eq!(&body[..], b"Hello, world!\n");
+                    ok += 1;
+                }
+                ok
+            }));
+        }
+        let mut ok = 0;
+        for c in connections {
+            ok += c.await.unwrap();
+        }
+        ok
+    });
+    assert_eq!(ok, 200);
+}
+
+#[test]
+fn a_raw_component_without_the_sdk_is_served() {
+    let server = Server::start(&example("raw"), &[]);
+    let out = curl(&["--fail", &format!("{}/", server.url)]);
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "Hello from a raw component!\n"
+    );
+}

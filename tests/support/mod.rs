@@ -1,0 +1,297 @@
+//! Shared pieces of the end-to-end tests: the example components (built once
+//! per run), a running `wedge` process on 127.0.0.1, and curl.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The `wedge` binary under test.
+pub fn wedge_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_wedge"))
+}
+
+/// Path of an example component, building all examples the first time any
+/// test asks. The build runs once per `cargo test` run: later calls (and other
+/// test binaries, serialised by a file lock) find cargo's output up to date.
+pub fn example(name: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let dir = BUILT.get_or_init(build_examples);
+    let path = dir.join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "example {name} was not built: {}",
+        path.display()
+    );
+    path
+}
+
+fn build_examples() -> PathBuf {
+    let repo = repo();
+    let target_dir = repo.join("examples/target");
+    std::fs::create_dir_all(&target_dir).unwrap();
+    let lock = std::fs::File::create(target_dir.join(".wedge-tests.lock")).unwrap();
+    lock.lock().unwrap();
+    let rustup = Command::new("rustup")
+        .args(["target", "add", "wasm32-wasip2"])
+        .output();
+    if let Ok(out) = rustup {
+        assert!(
+            out.status.success(),
+            "rustup target add wasm32-wasip2 failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--manifest-path",
+        ])
+        .arg(repo.join("examples/Cargo.toml"))
+        .output()
+        .expect("running cargo to build the examples");
+    assert!(
+        out.status.success(),
+        "building the examples failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target_dir.join("wasm32-wasip2/release")
+}
+
+/// A fresh, empty data directory for one wedge process.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("wedge-test-{}-{tag}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A running `wedge serve`, killed on drop.
+pub struct Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT`
+    pub url: String,
+    log: Arc<Mutex<String>>,
+    log_reader: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How long a server may take to print its URL (compiling a component in a
+/// debug build of the tests included). A bound, not a synchronisation.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl Server {
+    /// Starts `wedge serve TARGET --listen 127.0.0.1:0 ARGS...` with its own data dir.
+    pub fn start(target: &Path, args: &[&str]) -> Server {
+        Self::start_in(target, args, &temp_dir("data"))
+    }
+
+    /// Like `start`, with a given data directory (to test what persists).
+    pub fn start_in(target: &Path, args: &[&str], data_dir: &Path) -> Server {
+        let mut child = Command::new(wedge_bin())
+            .arg("serve")
+            .arg(target)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("WEDGE_DATA_DIR", data_dir)
+            .env("WEDGE_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting wedge");
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().unwrap();
+        let log_reader = {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    let mut log = log.lock().unwrap();
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            })
+        };
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Some(Ok(line)) = lines.next() {
+                if let Some(start) = line.find("http://") {
+                    let url = line[start..].trim_end_matches('/').to_string();
+                    let _ = tx.send(url);
+                }
+            }
+        });
+        let url = match rx.recv_timeout(START_TIMEOUT) {
+            Ok(url) => url,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("wedge did not print its URL; log:\n{}", log.lock().unwrap());
+            }
+        };
+        Server {
+            child,
+            url,
+            log,
+            log_reader: Some(log_reader),
+        }
+    }
+
+    /// What the server logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Waits (bounded) until the log contains `needle`; returns the log.
+    pub fn wait_for_log(&self, needle: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let log = self.log();
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "log never contained {needle:?}:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The process id (to send signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits (bounded) for the process to exit; returns its status and full log.
+    pub fn wait_exit(mut self, within: Duration) -> (ExitStatus, String) {
+        let deadline = std::time::Instant::now() + within;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "wedge did not exit within {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if let Some(reader) = self.log_reader.take() {
+            let _ = reader.join();
+        }
+        (status, self.log())
+    }
+
+    /// `host:port`
+    pub fn authority(&self) -> &str {
+        self.url.trim_start_matches("http://")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends SIGTERM to a process.
+pub fn sigterm(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Runs curl with a bounded total time; returns its output.
+pub fn curl(args: &[&str]) -> Output {
+    Command::new("curl")
+        .args(["--silent", "--show-error", "--max-time", "120"])
+        .args(args)
+        .output()
+        .expect("running curl (install it: apt-get install curl)")
+}
+
+/// Runs `wedge ARGS` to completion (bounded) and returns its output.
+pub fn wedge(args: &[&str], data_dir: &Path) -> Output {
+    let mut child = Command::new(wedge_bin())
+        .args(args)
+        .env("WEDGE_DATA_DIR", data_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("wedge {args:?} did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
+    Output {
+        status: child.wait().unwrap(),
+        stdout,
+        stderr,
+    }
+}
+
+/// Deterministic pseudo-random bytes (xorshift), so failures reproduce.
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Hex SHA-256 of bytes.
+pub fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
