@@ -1,0 +1,4 @@
+//! Sans-IO protocol cores: bytes in, events and bytes out. Nothing here does IO,
+//! spawns tasks or knows about wasm.
+
+pub mod h2;
