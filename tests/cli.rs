@@ -12,7 +12,7 @@ use support::{Server, curl, example, repo, sigterm, temp_dir, wedge};
 fn fails_with(args: &[&str], expected: &str) {
     let mut args = args.to_vec();
     if args.len() >= 2 && !args.contains(&"--listen") {
-        args.extend(["--listen", "127.0.0.1:0"]);
+        args.extend(["--listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0"]);
     }
     let args = &args[..];
     let out = wedge(args, &temp_dir("cli"));

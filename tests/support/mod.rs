@@ -88,6 +88,8 @@ pub struct Server {
     child: Child,
     /// `http://127.0.0.1:PORT`
     pub url: String,
+    /// `https://127.0.0.1:PORT`, unless started with `--no-tls`.
+    pub tls_url: Option<String>,
     log: Arc<Mutex<String>>,
     log_reader: Option<std::thread::JoinHandle<()>>,
 }
@@ -104,10 +106,16 @@ impl Server {
 
     /// Like `start`, with a given data directory (to test what persists).
     pub fn start_in(target: &Path, args: &[&str], data_dir: &Path) -> Server {
+        let tls_port: &[&str] = if args.contains(&"--no-tls") || args.contains(&"--tls-listen") {
+            &[]
+        } else {
+            &["--tls-listen", "127.0.0.1:0"]
+        };
         let mut child = Command::new(wedge_bin())
             .arg("serve")
             .arg(target)
             .args(["--listen", "127.0.0.1:0"])
+            .args(tls_port)
             .args(args)
             .env("WEDGE_DATA_DIR", data_dir)
             .env("WEDGE_LOG", "info")
@@ -134,14 +142,18 @@ impl Server {
         std::thread::spawn(move || {
             let mut lines = BufReader::new(stdout).lines();
             while let Some(Ok(line)) = lines.next() {
-                if let Some(start) = line.find("http://") {
-                    let url = line[start..].trim_end_matches('/').to_string();
-                    let _ = tx.send(url);
+                let url = |scheme: &str| {
+                    line.split_whitespace()
+                        .find(|word| word.starts_with(scheme))
+                        .map(|word| word.trim_end_matches('/').to_string())
+                };
+                if let Some(plain) = url("http://") {
+                    let _ = tx.send((plain, url("https://")));
                 }
             }
         });
-        let url = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(url) => url,
+        let (url, tls_url) = match rx.recv_timeout(START_TIMEOUT) {
+            Ok(urls) => urls,
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -151,6 +163,7 @@ impl Server {
         Server {
             child,
             url,
+            tls_url,
             log,
             log_reader: Some(log_reader),
         }
@@ -242,6 +255,7 @@ pub fn wedge(args: &[&str], data_dir: &Path) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Bounded: every case here exits on its own within seconds.
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     loop {
         if child.try_wait().unwrap().is_some() {

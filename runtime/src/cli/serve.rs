@@ -9,16 +9,33 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use crate::host::{self, App, ArtifactCache, Limits, PoolConfig};
-use crate::net::Listener;
+use crate::net::{Listeners, cert, tls};
 
 #[derive(Args)]
 pub struct ServeArgs {
     /// A component (.wasm) or a directory holding a guest crate.
     target: PathBuf,
 
-    /// Address to serve HTTP/1.1 on.
+    /// Cleartext address: HTTP/1.1, and HTTP/2 with prior knowledge (h2c).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+
+    /// TLS address: HTTP/1.1 (and HTTP/2) chosen by ALPN.
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    tls_listen: SocketAddr,
+
+    /// PEM certificate chain for TLS; without it wedge uses a self-signed
+    /// development certificate for localhost kept in the data dir.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+
+    /// PEM private key for --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+
+    /// Serve cleartext only (no TLS listener).
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
+    no_tls: bool,
 
     /// Linear memory per instance (e.g. 128MiB).
     #[arg(long, default_value = "128MiB", value_parser = parse_size)]
@@ -61,13 +78,23 @@ pub fn run(args: ServeArgs) -> Result<()> {
         wall_time: args.wall_time,
         max_body: args.max_body,
     };
-    let data_dir = args.data_dir.unwrap_or_else(super::default_data_dir);
+    let data_dir = args
+        .data_dir
+        .clone()
+        .unwrap_or_else(super::default_data_dir);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let tls_listen = (!args.no_tls).then_some(args.tls_listen);
+    // Operator certificates are input: check them before anything else runs.
+    let operator_key = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(cert::load_pem(cert, key)?),
+        _ => None,
+    };
     runtime.block_on(async move {
-        let listener = Listener::bind(args.listen).await?;
+        // Bind first: a busy port is reported before anything is compiled.
+        let listeners = Listeners::bind(Some(args.listen), tls_listen).await?;
         let engine = host::build_engine(&PoolConfig {
             max_memory: limits.memory,
             ..PoolConfig::default()
@@ -79,14 +106,56 @@ pub fn run(args: ServeArgs) -> Result<()> {
                 .await
                 .context("loading the component")?
                 .with_context(|| format!("{}", wasm_path.display()))?;
-        let addr = listener.local_addr()?;
-        println!("wedge: serving `{}` on http://{addr}/", app.name());
-        listener
-            .serve(Arc::new(app), shutdown_signal(), args.drain_timeout)
+        let acceptor = match tls_listen {
+            Some(_) => Some(tls_acceptor(operator_key, &data_dir)?),
+            None => None,
+        };
+        println!("wedge: serving `{}` on {}", app.name(), urls(&listeners));
+        listeners
+            .serve(
+                Arc::new(app),
+                acceptor,
+                shutdown_signal(),
+                args.drain_timeout,
+            )
             .await?;
         tracing::info!("stopped");
         Ok(())
     })
+}
+
+/// The TLS acceptor, from the given PEM files or the development certificate.
+fn tls_acceptor(
+    operator_key: Option<cert::CertifiedKey>,
+    data_dir: &Path,
+) -> Result<tokio_rustls::TlsAcceptor> {
+    let key = match operator_key {
+        Some(key) => key,
+        None => {
+            let dev = cert::dev_cert(data_dir)?;
+            let verb = if dev.created { "created" } else { "using" };
+            tracing::info!(
+                "TLS: {verb} a self-signed development certificate for localhost, {}; \
+                 trust it with `curl --cacert {}` (or use `curl -k`)",
+                dev.cert.display(),
+                dev.cert.display()
+            );
+            cert::load_pem(&dev.cert, &dev.key)?
+        }
+    };
+    tls::acceptor(key)
+}
+
+/// The URLs wedge serves on, for the start-up line.
+fn urls(listeners: &Listeners) -> String {
+    let mut urls = Vec::new();
+    if let Some(addr) = listeners.plain_addr() {
+        urls.push(format!("http://{addr}/"));
+    }
+    if let Some(addr) = listeners.tls_addr() {
+        urls.push(format!("https://{addr}/"));
+    }
+    urls.join(" and ")
 }
 
 /// Resolves TARGET to an app name and a component file, building a guest

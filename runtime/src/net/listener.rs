@@ -1,71 +1,109 @@
-//! The cleartext TCP listener: accepts connections, hands each to a protocol
-//! driver, and drains them on shutdown.
+//! The TCP listeners: cleartext (HTTP/1.1, or h2c by its preface) and TLS
+//! (HTTP/1.1 or h2 by ALPN). Each accepted connection is handed to its
+//! protocol driver; on shutdown the listeners close and connections drain.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
+use super::rewind::Rewind;
+use super::sniff::{Cleartext, sniff};
+use super::tls::{self, Negotiated};
 use crate::host::{App, RequestScheme};
 
-/// A bound listener, not yet accepting.
-pub struct Listener {
-    tcp: TcpListener,
+/// How long a new connection may take to say which protocol it speaks
+/// (TLS handshake, or the first bytes on the cleartext port).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The bound listeners, not yet accepting.
+pub struct Listeners {
+    plain: Option<TcpListener>,
+    tls: Option<TcpListener>,
 }
 
-impl Listener {
-    /// Binds `addr`; the error names the address (e.g. port in use).
-    pub async fn bind(addr: SocketAddr) -> Result<Listener> {
-        let tcp = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
-        Ok(Listener { tcp })
+/// What every connection task needs.
+#[derive(Clone)]
+struct Shared {
+    app: Arc<App>,
+    shutdown: watch::Receiver<bool>,
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))
+}
+
+impl Listeners {
+    /// Binds the cleartext and TLS addresses that are given; errors name the
+    /// address (e.g. port in use).
+    pub async fn bind(plain: Option<SocketAddr>, tls: Option<SocketAddr>) -> Result<Listeners> {
+        let plain = match plain {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        };
+        let tls = match tls {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        };
+        Ok(Listeners { plain, tls })
     }
 
-    /// The address actually bound (resolves port 0).
-    pub fn local_addr(&self) -> Result<SocketAddr> {
-        Ok(self.tcp.local_addr()?)
+    /// The cleartext address actually bound (port 0 resolved).
+    pub fn plain_addr(&self) -> Option<SocketAddr> {
+        self.plain.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The TLS address actually bound.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// Accepts until `stop` resolves, then lets connections finish their
-    /// requests in flight for at most `drain`.
+    /// requests in flight for at most `drain`. `acceptor` terminates TLS on
+    /// the TLS listener and is required when there is one.
     pub async fn serve(
         self,
         app: Arc<App>,
+        acceptor: Option<TlsAcceptor>,
         stop: impl Future<Output = ()>,
         drain: Duration,
     ) -> Result<()> {
+        anyhow::ensure!(
+            self.tls.is_none() || acceptor.is_some(),
+            "a TLS listener needs a certificate"
+        );
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let shared = Shared {
+            app,
+            shutdown: shutdown_rx,
+        };
         let mut connections = JoinSet::new();
         tokio::pin!(stop);
         loop {
             tokio::select! {
                 _ = &mut stop => break,
-                accepted = self.tcp.accept() => match accepted {
-                    Ok((stream, _peer)) => {
-                        let _ = stream.set_nodelay(true);
-                        connections.spawn(super::h1::serve(
-                            stream,
-                            app.clone(),
-                            RequestScheme::Http,
-                            shutdown_rx.clone(),
-                        ));
+                accepted = accept(self.plain.as_ref()) => {
+                    if let Some(stream) = accepted {
+                        connections.spawn(plain_connection(stream, shared.clone()));
                     }
-                    // Running out of file descriptors and the like: keep
-                    // serving the connections we have and try again.
-                    Err(err) => {
-                        tracing::warn!("accept failed: {err}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                accepted = accept(self.tls.as_ref()) => {
+                    if let (Some(stream), Some(acceptor)) = (accepted, &acceptor) {
+                        connections.spawn(tls_connection(stream, acceptor.clone(), shared.clone()));
                     }
-                },
+                }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
         }
-        drop(self.tcp);
+        drop(self);
         let _ = shutdown_tx.send(true);
         let in_flight = connections.len();
         if in_flight > 0 {
@@ -84,4 +122,84 @@ impl Listener {
         }
         Ok(())
     }
+}
+
+/// Accepts one connection; pends forever when there is no listener. Accept
+/// errors (e.g. out of file descriptors) are logged and yield `None` after a
+/// short pause, so serving goes on.
+async fn accept(listener: Option<&TcpListener>) -> Option<TcpStream> {
+    let Some(listener) = listener else {
+        return std::future::pending().await;
+    };
+    match listener.accept().await {
+        Ok((stream, _peer)) => {
+            let _ = stream.set_nodelay(true);
+            Some(stream)
+        }
+        Err(err) => {
+            tracing::warn!("accept failed: {err}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            None
+        }
+    }
+}
+
+/// Runs `step` unless shutdown begins or the handshake timeout passes first.
+async fn before_shutdown<T>(
+    shutdown: &mut watch::Receiver<bool>,
+    step: impl Future<Output = std::io::Result<T>>,
+) -> Option<T> {
+    tokio::select! {
+        result = tokio::time::timeout(HANDSHAKE_TIMEOUT, step) => match result {
+            Ok(Ok(value)) => Some(value),
+            Ok(Err(err)) => {
+                tracing::debug!("connection failed before its first request: {err}");
+                None
+            }
+            Err(_) => {
+                tracing::debug!("connection said nothing within {HANDSHAKE_TIMEOUT:?}");
+                None
+            }
+        },
+        _ = shutdown.wait_for(|stop| *stop) => None,
+    }
+}
+
+async fn plain_connection(mut stream: TcpStream, mut shared: Shared) {
+    let Some((protocol, prefix)) = before_shutdown(&mut shared.shutdown, sniff(&mut stream)).await
+    else {
+        return;
+    };
+    let io = Rewind::new(prefix, stream);
+    match protocol {
+        Cleartext::H1 => serve_h1(io, shared, RequestScheme::Http).await,
+        Cleartext::H2c => serve_h2(io, shared, RequestScheme::Http).await,
+    }
+}
+
+async fn tls_connection(stream: TcpStream, acceptor: TlsAcceptor, mut shared: Shared) {
+    let Some(tls) = before_shutdown(&mut shared.shutdown, acceptor.accept(stream)).await else {
+        return;
+    };
+    match tls::negotiated(tls.get_ref().1) {
+        Negotiated::H1 => serve_h1(tls, shared, RequestScheme::Https).await,
+        Negotiated::H2 => serve_h2(tls, shared, RequestScheme::Https).await,
+    }
+}
+
+async fn serve_h1<IO>(io: IO, shared: Shared, scheme: RequestScheme)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    super::h1::serve(io, shared.app, scheme, shared.shutdown).await
+}
+
+/// HTTP/2 is not served until wedge's own engine lands; TLS does not offer
+/// `h2` by ALPN until then, and an h2c preface is answered by closing.
+async fn serve_h2<IO>(io: IO, _shared: Shared, _scheme: RequestScheme)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    tracing::debug!("closing an HTTP/2 connection: the HTTP/2 engine is not built yet");
+    drop(io);
 }

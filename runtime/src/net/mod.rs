@@ -1,6 +1,10 @@
-//! IO drivers: listeners and the protocol engines that run on them.
+//! IO drivers: listeners, TLS, and the protocol engines that run on them.
 
+pub mod cert;
 pub mod h1;
 pub mod listener;
+mod rewind;
+mod sniff;
+pub mod tls;
 
-pub use listener::Listener;
+pub use listener::Listeners;
