@@ -1,0 +1,155 @@
+//! `faults`: a deliberately misbehaving handler, for showing that wedge
+//! contains guest faults. Written on raw `wasip2` bindings (no SDK) because
+//! some routes must do what the SDK never does (e.g. never respond).
+//!
+//! Routes (by request path):
+//! - `/trap-before-head`: panics before any response is set.
+//! - `/trap-mid-body`: sends a 200 head (no `content-length`), writes and
+//!   flushes 4096 bytes of body, then panics: the client sees a truncated body.
+//! - `/cpu-loop`: spins forever in pure computation (no host calls).
+//! - `/memory`: allocates and touches 1 MiB blocks, keeping them all, until
+//!   allocation fails (a trap, under the host's memory cap).
+//! - `/no-response`: returns without ever setting the response-outparam.
+//! - `/sleep?ms=N`: waits N ms on a monotonic-clock pollable (no CPU burn),
+//!   then answers `200 slept N\n`.
+//! - `/stdout`: prints `hello from the guest` to stdout and
+//!   `guest stderr line` to stderr, then answers 200.
+//! - anything else: 200 with the list of routes.
+
+use std::hint::black_box;
+use wasip2::http::types::{
+    Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam,
+};
+
+const USAGE: &str = "faults: try /trap-before-head, /trap-mid-body, /cpu-loop, /memory, \
+                     /no-response, /sleep?ms=N, /stdout\n";
+
+struct Faults;
+
+impl wasip2::exports::http::incoming_handler::Guest for Faults {
+    fn handle(request: IncomingRequest, out: ResponseOutparam) {
+        let path_with_query = request.path_with_query().unwrap_or_default();
+        let (path, query) = match path_with_query.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (path_with_query.as_str(), None),
+        };
+        match path {
+            "/trap-before-head" => panic!("faults: trap before the response head"),
+            "/trap-mid-body" => trap_mid_body(out),
+            "/cpu-loop" => cpu_loop(),
+            "/memory" => exhaust_memory(),
+            "/no-response" => drop(out), // never set: the host must notice
+            "/sleep" => match query_param(query, "ms").and_then(|v| v.parse::<u64>().ok()) {
+                Some(ms) => {
+                    // Announced first, so a test can tell the request is in flight.
+                    println!("sleeping {ms} ms");
+                    sleep_ms(ms);
+                    respond(out, 200, format!("slept {ms}\n").as_bytes());
+                }
+                None => respond(out, 400, b"usage: /sleep?ms=N\n"),
+            },
+            "/stdout" => {
+                println!("hello from the guest");
+                eprintln!("guest stderr line");
+                respond(out, 200, b"printed to stdout and stderr\n");
+            }
+            _ => respond(out, 200, USAGE.as_bytes()),
+        }
+    }
+}
+
+wasip2::http::proxy::export!(Faults);
+
+/// Head (no content-length), 4096 flushed body bytes, then a panic.
+fn trap_mid_body(out: ResponseOutparam) -> ! {
+    let headers = Fields::from_list(&[(
+        "content-type".to_string(),
+        b"application/octet-stream".to_vec(),
+    )])
+    .expect("valid headers");
+    let response = OutgoingResponse::new(headers);
+    response.set_status_code(200).expect("valid status");
+    let body = response.body().expect("body taken once");
+    ResponseOutparam::set(out, Ok(response));
+    let stream = body.write().expect("stream taken once");
+    stream
+        .blocking_write_and_flush(&[b'x'; 4096])
+        .expect("write 4096 bytes");
+    panic!("faults: trap in the middle of the body");
+}
+
+/// Pure computation forever: only an epoch/fuel interrupt can stop it.
+fn cpu_loop() -> ! {
+    let mut x: u64 = black_box(1);
+    loop {
+        x = black_box(
+            x.wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407),
+        );
+    }
+}
+
+/// Keep 1 MiB blocks (every byte written) until an allocation fails, which
+/// aborts (traps).
+fn exhaust_memory() -> ! {
+    const MIB: usize = 1 << 20;
+    let mut kept: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let mut block = Vec::with_capacity(MIB);
+        block.resize(MIB, 0xA5u8);
+        kept.push(black_box(block));
+    }
+}
+
+fn sleep_ms(ms: u64) {
+    let nanos = ms.saturating_mul(1_000_000);
+    wasip2::clocks::monotonic_clock::subscribe_duration(nanos).block();
+}
+
+fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
+    query?
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// A complete response with a fixed text body.
+fn respond(out: ResponseOutparam, status: u16, body: &[u8]) {
+    let headers = Fields::from_list(&[
+        (
+            "content-type".to_string(),
+            b"text/plain; charset=utf-8".to_vec(),
+        ),
+        (
+            "content-length".to_string(),
+            body.len().to_string().into_bytes(),
+        ),
+    ])
+    .expect("valid headers");
+    let response = OutgoingResponse::new(headers);
+    response.set_status_code(status).expect("valid status");
+    let outgoing = response.body().expect("body taken once");
+    ResponseOutparam::set(out, Ok(response));
+    let stream = outgoing.write().expect("stream taken once");
+    for chunk in body.chunks(4096) {
+        if stream.blocking_write_and_flush(chunk).is_err() {
+            return; // client gone: dropping the body aborts it
+        }
+    }
+    drop(stream);
+    OutgoingBody::finish(outgoing, None).expect("finish body");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::query_param;
+
+    #[test]
+    fn query_params() {
+        assert_eq!(query_param(Some("ms=50"), "ms"), Some("50"));
+        assert_eq!(query_param(Some("a=1&ms=7"), "ms"), Some("7"));
+        assert_eq!(query_param(Some("a=1"), "ms"), None);
+        assert_eq!(query_param(None, "ms"), None);
+    }
+}

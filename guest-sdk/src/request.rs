@@ -1,0 +1,485 @@
+use crate::error::{Error, ErrorKind};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use wasip2::http::types::{IncomingBody, IncomingRequest, Method as WasiMethod, Scheme};
+use wasip2::io::streams::{InputStream, StreamError};
+use wstd::runtime::AsyncPollable;
+
+/// Largest chunk [`Body::chunk`] asks the host for in one read.
+const MAX_CHUNK: u64 = 64 * 1024;
+
+/// Largest buffer [`Body::read_to_end`] reserves up front from a
+/// `content-length` header (the header is the client's claim, not a fact).
+const MAX_PREALLOC: usize = 1024 * 1024;
+
+/// An incoming HTTP request: its head, and its body as a stream.
+///
+/// The body is not read until you ask for it with [`Request::into_body`].
+pub struct Request {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+}
+
+impl Request {
+    /// The request method (`GET`, `POST`, ...).
+    pub fn method(&self) -> &Method {
+        &self.method
+    }
+
+    /// The request URI. Its path and query are always present; scheme and
+    /// authority are present when the host supplied them.
+    pub fn uri(&self) -> &Uri {
+        &self.uri
+    }
+
+    /// The URI path, e.g. `/users/7` (never empty: at least `/`).
+    pub fn path(&self) -> &str {
+        self.uri.path()
+    }
+
+    /// The URI query without the `?`, e.g. `ms=50` for `/sleep?ms=50`, or
+    /// `None` when the URI has no `?`.
+    pub fn query(&self) -> Option<&str> {
+        self.uri.query()
+    }
+
+    /// All request headers.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The first value of header `name` (case-insensitive), or `None` if it
+    /// is absent or is not visible ASCII text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name)?.to_str().ok()
+    }
+
+    /// Take the request body, to stream it with [`Body::chunk`] or collect it
+    /// with [`Body::read_to_end`].
+    pub fn into_body(self) -> Body {
+        self.body
+    }
+
+    /// Convert the host's `incoming-request`.
+    pub(crate) fn from_wasi(request: IncomingRequest) -> Result<Self, Error> {
+        let method = method_from_wasi(request.method())?;
+        let scheme = request.scheme().map(|s| match s {
+            Scheme::Http => "http".to_string(),
+            Scheme::Https => "https".to_string(),
+            Scheme::Other(s) => s,
+        });
+        let uri = build_uri(scheme, request.authority(), request.path_with_query())?;
+        let headers = headers_from_entries(request.headers().entries())?;
+        let content_length = content_length(&headers);
+        let body = request
+            .consume()
+            .map_err(|()| Error::new(ErrorKind::BadRequest, "request body already taken"))?;
+        let stream = body
+            .stream()
+            .map_err(|()| Error::new(ErrorKind::BadRequest, "request body stream already taken"))?;
+        Ok(Self {
+            method,
+            uri,
+            headers,
+            body: Body {
+                inner: Inner::Wasi(WasiBody {
+                    pollable: None,
+                    stream,
+                    _body: body,
+                    _request: request,
+                }),
+                content_length,
+            },
+        })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn for_test(
+        method: Method,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: Body,
+    ) -> Self {
+        let entries = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+            .collect();
+        Self {
+            method,
+            uri: uri.parse().unwrap(),
+            headers: headers_from_entries(entries).unwrap(),
+            body,
+        }
+    }
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("method", &self.method)
+            .field("uri", &self.uri)
+            .field("headers", &self.headers)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A request body, read as a stream of chunks.
+///
+/// Reading is credit-based: the host only lets the client send more once the
+/// handler has read what arrived, so a handler that streams with
+/// [`Body::chunk`] holds at most one chunk in memory.
+pub struct Body {
+    inner: Inner,
+    content_length: Option<u64>,
+}
+
+enum Inner {
+    Wasi(WasiBody),
+    Done,
+    #[cfg(test)]
+    Chunks(std::collections::VecDeque<Result<Bytes, Error>>),
+}
+
+/// Field order is drop order: each resource is dropped before its parent.
+struct WasiBody {
+    pollable: Option<AsyncPollable>,
+    stream: InputStream,
+    _body: IncomingBody,
+    _request: IncomingRequest,
+}
+
+impl Body {
+    /// The next chunk of the body as it arrives (at most 64 KiB), `None` at
+    /// the end of the body, or an error if the stream failed. After `None` or
+    /// an error, every further call returns `None`.
+    ///
+    /// Waits without spinning (on the stream's WASI pollable) until data is
+    /// available. Never buffers more than the chunk it returns.
+    pub async fn chunk(&mut self) -> Option<Result<Bytes, Error>> {
+        loop {
+            let body = match &mut self.inner {
+                Inner::Done => return None,
+                #[cfg(test)]
+                Inner::Chunks(chunks) => return chunks.pop_front(),
+                Inner::Wasi(body) => body,
+            };
+            match body.stream.read(MAX_CHUNK) {
+                Ok(bytes) if !bytes.is_empty() => return Some(Ok(Bytes::from(bytes))),
+                Ok(_) => {
+                    let WasiBody {
+                        pollable, stream, ..
+                    } = body;
+                    pollable
+                        .get_or_insert_with(|| AsyncPollable::new(stream.subscribe()))
+                        .wait_for()
+                        .await;
+                }
+                Err(StreamError::Closed) => {
+                    self.inner = Inner::Done;
+                    return None;
+                }
+                Err(StreamError::LastOperationFailed(e)) => {
+                    self.inner = Inner::Done;
+                    return Some(Err(Error::new(
+                        ErrorKind::Io,
+                        format_args!("reading request body: {}", e.to_debug_string()),
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Read the whole body into memory, failing with
+    /// [`ErrorKind::BodyTooLarge`] as soon as it is known to exceed `limit`
+    /// bytes (from the `content-length` header, before reading anything, or
+    /// while reading).
+    pub async fn read_to_end(mut self, limit: usize) -> Result<Bytes, Error> {
+        let mut acc = Accumulator::new(limit, self.content_length)?;
+        while let Some(chunk) = self.chunk().await {
+            acc.push(chunk?)?;
+        }
+        Ok(acc.finish())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn from_chunks(
+        chunks: Vec<Result<Bytes, Error>>,
+        content_length: Option<u64>,
+    ) -> Self {
+        Self {
+            inner: Inner::Chunks(chunks.into()),
+            content_length,
+        }
+    }
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Body")
+            .field("content_length", &self.content_length)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Collects chunks up to a limit; a single chunk is kept without copying.
+struct Accumulator {
+    limit: usize,
+    len: usize,
+    first: Option<Bytes>,
+    rest: Vec<u8>,
+    reserve: usize,
+}
+
+fn too_large(limit: usize) -> Error {
+    Error::new(
+        ErrorKind::BodyTooLarge,
+        format_args!("request body exceeds the limit of {limit} bytes"),
+    )
+}
+
+impl Accumulator {
+    fn new(limit: usize, content_length: Option<u64>) -> Result<Self, Error> {
+        if content_length.is_some_and(|n| n > limit as u64) {
+            return Err(too_large(limit));
+        }
+        let reserve = content_length.map_or(0, |n| (n as usize).min(MAX_PREALLOC));
+        Ok(Self {
+            limit,
+            len: 0,
+            first: None,
+            rest: Vec::new(),
+            reserve,
+        })
+    }
+
+    fn push(&mut self, chunk: Bytes) -> Result<(), Error> {
+        if chunk.len() > self.limit - self.len {
+            return Err(too_large(self.limit));
+        }
+        self.len += chunk.len();
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        match self.first.take() {
+            None if self.rest.is_empty() => self.first = Some(chunk),
+            first => {
+                if let Some(first) = first {
+                    self.rest
+                        .reserve(self.reserve.max(first.len() + chunk.len()));
+                    self.rest.extend_from_slice(&first);
+                }
+                self.rest.extend_from_slice(&chunk);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Bytes {
+        match self.first {
+            Some(first) => first,
+            None => Bytes::from(self.rest),
+        }
+    }
+}
+
+fn method_from_wasi(method: WasiMethod) -> Result<Method, Error> {
+    Ok(match method {
+        WasiMethod::Get => Method::GET,
+        WasiMethod::Head => Method::HEAD,
+        WasiMethod::Post => Method::POST,
+        WasiMethod::Put => Method::PUT,
+        WasiMethod::Delete => Method::DELETE,
+        WasiMethod::Connect => Method::CONNECT,
+        WasiMethod::Options => Method::OPTIONS,
+        WasiMethod::Trace => Method::TRACE,
+        WasiMethod::Patch => Method::PATCH,
+        WasiMethod::Other(other) => Method::from_bytes(other.as_bytes()).map_err(|_| {
+            Error::new(
+                ErrorKind::BadRequest,
+                format_args!("invalid method {other:?}"),
+            )
+        })?,
+    })
+}
+
+/// Build the request URI from the parts the host hands over. Without an
+/// authority the URI is origin-form (`/path?query`); a scheme alone is
+/// dropped, an authority alone gets `http`.
+fn build_uri(
+    scheme: Option<String>,
+    authority: Option<String>,
+    path_with_query: Option<String>,
+) -> Result<Uri, Error> {
+    let mut builder = Uri::builder();
+    if let Some(authority) = authority.filter(|a| !a.is_empty()) {
+        builder = builder
+            .scheme(scheme.as_deref().unwrap_or("http"))
+            .authority(authority);
+    }
+    let pq = path_with_query.filter(|p| !p.is_empty());
+    builder
+        .path_and_query(pq.as_deref().unwrap_or("/"))
+        .build()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::BadRequest,
+                format_args!("invalid request URI: {e}"),
+            )
+        })
+}
+
+fn headers_from_entries(entries: Vec<(String, Vec<u8>)>) -> Result<HeaderMap, Error> {
+    let mut map = HeaderMap::with_capacity(entries.len());
+    for (name, value) in entries {
+        let bad = |what| {
+            Error::new(
+                ErrorKind::BadRequest,
+                format_args!("invalid request header {what} for {name:?}"),
+            )
+        };
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("name"))?;
+        let value = HeaderValue::from_bytes(&value).map_err(|_| bad("value"))?;
+        map.append(header, value);
+    }
+    Ok(map)
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run<F: std::future::Future>(f: F) -> F::Output {
+        // Test bodies never wait on a pollable, so one poll completes them.
+        let mut f = std::pin::pin!(f);
+        match f
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+        {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("test future pending"),
+        }
+    }
+
+    fn chunks(parts: &[&'static str]) -> Vec<Result<Bytes, Error>> {
+        parts
+            .iter()
+            .map(|p| Ok(Bytes::from_static(p.as_bytes())))
+            .collect()
+    }
+
+    #[test]
+    fn accessors() {
+        let req = Request::for_test(
+            Method::POST,
+            "/sleep?ms=50",
+            &[("Content-Type", "text/plain"), ("x-a", "1"), ("x-a", "2")],
+            Body::from_chunks(vec![], None),
+        );
+        assert_eq!(req.method(), Method::POST);
+        assert_eq!(req.path(), "/sleep");
+        assert_eq!(req.query(), Some("ms=50"));
+        assert_eq!(req.header("content-type"), Some("text/plain"));
+        assert_eq!(req.header("CONTENT-TYPE"), Some("text/plain"));
+        assert_eq!(req.header("x-a"), Some("1"));
+        assert_eq!(req.headers().get_all("x-a").iter().count(), 2);
+        assert_eq!(req.header("missing"), None);
+        assert_eq!(req.header("not a header name"), None);
+    }
+
+    #[test]
+    fn chunk_streams_then_ends() {
+        let mut body = Body::from_chunks(chunks(&["ab", "cd"]), None);
+        assert_eq!(run(body.chunk()).unwrap().unwrap(), "ab");
+        assert_eq!(run(body.chunk()).unwrap().unwrap(), "cd");
+        assert!(run(body.chunk()).is_none());
+    }
+
+    #[test]
+    fn read_to_end_concatenates() {
+        let body = Body::from_chunks(chunks(&["Hello, ", "", "world", "!"]), Some(13));
+        assert_eq!(run(body.read_to_end(13)).unwrap(), "Hello, world!");
+        let one = Body::from_chunks(chunks(&["only"]), None);
+        assert_eq!(run(one.read_to_end(4)).unwrap(), "only");
+        let none = Body::from_chunks(vec![], None);
+        assert_eq!(run(none.read_to_end(0)).unwrap(), "");
+    }
+
+    #[test]
+    fn read_to_end_enforces_limit() {
+        let body = Body::from_chunks(chunks(&["12345", "6"]), None);
+        let err = run(body.read_to_end(5)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::BodyTooLarge);
+        // Announced length over the limit fails before reading.
+        let body = Body::from_chunks(vec![Err(Error::msg("must not be read"))], Some(6));
+        assert_eq!(
+            run(body.read_to_end(5)).unwrap_err().kind(),
+            ErrorKind::BodyTooLarge
+        );
+    }
+
+    #[test]
+    fn read_to_end_propagates_stream_errors() {
+        let body = Body::from_chunks(
+            vec![
+                Ok(Bytes::from_static(b"x")),
+                Err(Error::new(ErrorKind::Io, "reset")),
+            ],
+            None,
+        );
+        assert_eq!(
+            run(body.read_to_end(100)).unwrap_err().kind(),
+            ErrorKind::Io
+        );
+    }
+
+    #[test]
+    fn uri_forms() {
+        let u = build_uri(
+            Some("https".into()),
+            Some("example.com".into()),
+            Some("/a?b=1".into()),
+        )
+        .unwrap();
+        assert_eq!(u.to_string(), "https://example.com/a?b=1");
+        let u = build_uri(Some("https".into()), None, Some("/a".into())).unwrap();
+        assert_eq!(u.to_string(), "/a");
+        let u = build_uri(None, Some("h:8080".into()), None).unwrap();
+        assert_eq!(u.to_string(), "http://h:8080/");
+        let u = build_uri(None, None, None).unwrap();
+        assert_eq!(u.path(), "/");
+        assert!(build_uri(None, None, Some("/a b".into())).is_err());
+    }
+
+    #[test]
+    fn methods() {
+        assert_eq!(method_from_wasi(WasiMethod::Get).unwrap(), Method::GET);
+        assert_eq!(
+            method_from_wasi(WasiMethod::Other("PURGE".into()))
+                .unwrap()
+                .as_str(),
+            "PURGE"
+        );
+        assert!(method_from_wasi(WasiMethod::Other("BAD METHOD".into())).is_err());
+    }
+
+    #[test]
+    fn content_length_parsing() {
+        let h = headers_from_entries(vec![("content-length".into(), b"42".to_vec())]).unwrap();
+        assert_eq!(content_length(&h), Some(42));
+        let h = headers_from_entries(vec![("content-length".into(), b"x".to_vec())]).unwrap();
+        assert_eq!(content_length(&h), None);
+        assert_eq!(content_length(&HeaderMap::new()), None);
+    }
+}
