@@ -85,3 +85,46 @@ fn one_line(text: &str) -> String {
     let first = text.lines().next().unwrap_or_default();
     first.chars().take(300).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_fault_answers_its_documented_status() {
+        let second = Duration::from_secs(1);
+        let cases = [
+            (Fault::Trap("unreachable".into()), 500),
+            (Fault::CpuTime(second), 504),
+            (
+                Fault::WallTime {
+                    limit: second,
+                    started: true,
+                },
+                504,
+            ),
+            (
+                Fault::WallTime {
+                    limit: second,
+                    started: false,
+                },
+                503,
+            ),
+            (Fault::Memory(1 << 20), 500),
+            (Fault::NoResponse, 500),
+            (Fault::GuestError("oops".into()), 500),
+            (Fault::Internal("oops".into()), 500),
+        ];
+        for (fault, status) in cases {
+            assert_eq!(fault.status().as_u16(), status, "{fault}");
+        }
+    }
+
+    #[test]
+    fn log_causes_are_one_line() {
+        assert_eq!(
+            one_line("wasm trap: unreachable\nwasm backtrace:\n  0: f"),
+            "wasm trap: unreachable"
+        );
+    }
+}
