@@ -35,14 +35,22 @@ fn fault_lines(log: &str) -> Vec<&str> {
         .collect()
 }
 
+/// One request to `path` on a server started with `args` answers `status`,
+/// logs exactly one fault line containing `cause`, and the host serves on.
+fn fault_case(args: &[&str], path: &str, status: &str, cause: &str) {
+    let server = Server::start(&example("faults"), args);
+    let (got, _, _) = get(&server, path);
+    assert_eq!(got, status, "{}", server.log());
+    let log = server.wait_for_log(cause);
+    let lines = fault_lines(&log);
+    assert_eq!(lines.len(), 1, "{log}");
+    assert!(lines[0].contains(cause), "{log}");
+    still_serves(&server);
+}
+
 #[test]
 fn a_trap_before_the_head_is_a_500() {
-    let server = Server::start(&example("faults"), &[]);
-    let (status, _, _) = get(&server, "/trap-before-head");
-    assert_eq!(status, "500");
-    let log = server.wait_for_log("guest trapped");
-    assert_eq!(fault_lines(&log).len(), 1, "{log}");
-    still_serves(&server);
+    fault_case(&[], "/trap-before-head", "500", "guest trapped");
 }
 
 #[test]
@@ -67,12 +75,12 @@ fn a_trap_after_the_head_aborts_the_body() {
 
 #[test]
 fn a_cpu_loop_is_stopped_with_504() {
-    let server = Server::start(&example("faults"), &["--cpu-time", "200ms"]);
-    let (status, _, _) = get(&server, "/cpu-loop");
-    assert_eq!(status, "504");
-    let log = server.wait_for_log("CPU time limit of 200ms exceeded");
-    assert_eq!(fault_lines(&log).len(), 1, "{log}");
-    still_serves(&server);
+    fault_case(
+        &["--cpu-time", "200ms"],
+        "/cpu-loop",
+        "504",
+        "CPU time limit of 200ms exceeded",
+    );
 }
 
 #[test]
@@ -85,32 +93,32 @@ fn waiting_on_io_does_not_count_as_cpu_time() {
 
 #[test]
 fn the_wall_clock_limit_answers_504() {
-    let server = Server::start(&example("faults"), &["--wall-time", "300ms"]);
-    let (status, _, _) = get(&server, "/sleep?ms=30000");
-    assert_eq!(status, "504");
-    let log = server.wait_for_log("wall-clock limit of 300ms exceeded");
-    assert_eq!(fault_lines(&log).len(), 1, "{log}");
-    still_serves(&server);
+    fault_case(
+        &["--wall-time", "300ms"],
+        "/sleep?ms=30000",
+        "504",
+        "wall-clock limit of 300ms exceeded",
+    );
 }
 
 #[test]
 fn memory_exhaustion_is_a_500() {
-    let server = Server::start(&example("faults"), &["--memory", "32MiB"]);
-    let (status, _, _) = get(&server, "/memory");
-    assert_eq!(status, "500");
-    let log = server.wait_for_log("memory limit of 32 MiB exceeded");
-    assert_eq!(fault_lines(&log).len(), 1, "{log}");
-    still_serves(&server);
+    fault_case(
+        &["--memory", "32MiB"],
+        "/memory",
+        "500",
+        "memory limit of 32 MiB exceeded",
+    );
 }
 
 #[test]
 fn no_response_is_a_500() {
-    let server = Server::start(&example("faults"), &[]);
-    let (status, _, _) = get(&server, "/no-response");
-    assert_eq!(status, "500");
-    let log = server.wait_for_log("returned without setting a response");
-    assert_eq!(fault_lines(&log).len(), 1, "{log}");
-    still_serves(&server);
+    fault_case(
+        &[],
+        "/no-response",
+        "500",
+        "returned without setting a response",
+    );
 }
 
 #[test]
