@@ -1,6 +1,7 @@
 //! HTTP/2 (RFC 9113) building blocks: the frame codec, HPACK (RFC 7541) and the
 //! error codes they report. The connection state machine builds on these.
 
+pub mod conn;
 pub mod error;
 pub mod frame;
 pub mod hpack;

@@ -1,0 +1,81 @@
+//! Budgets against abusive peers (DESIGN 4.5): rapid reset (CVE-2023-44487), resets the
+//! peer makes us send (CVE-2025-8671, "MadeYouReset"), and SETTINGS / PING / empty-DATA
+//! floods. A budget is spent by the suspicious frame and earned back by useful work, so a
+//! well-behaved peer never runs out however long the connection lives, and no clock is
+//! needed: the core stays deterministic.
+
+/// A count that suspicious frames spend and useful work refills, up to its limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    limit: u32,
+    left: u32,
+}
+
+impl Budget {
+    /// A full budget of `limit`.
+    pub fn new(limit: u32) -> Self {
+        Budget { limit, left: limit }
+    }
+
+    /// Spends one; `false` once nothing is left (the peer is answered ENHANCE_YOUR_CALM).
+    pub fn spend(&mut self) -> bool {
+        if self.left == 0 {
+            return false;
+        }
+        self.left -= 1;
+        true
+    }
+
+    /// Earns one back.
+    pub fn refill(&mut self) {
+        self.left = (self.left + 1).min(self.limit);
+    }
+}
+
+/// The budgets of one connection.
+#[derive(Clone, Copy, Debug)]
+pub struct Budgets {
+    /// Streams the peer reset before their response ended; refilled per completed response.
+    pub peer_resets: Budget,
+    /// RST_STREAMs the peer's frames made us send; refilled per completed response.
+    pub server_resets: Budget,
+    /// SETTINGS frames (each owes an ACK); refilled per request or DATA payload.
+    pub settings: Budget,
+    /// PING frames (each owes an answer); refilled per request or DATA payload.
+    pub pings: Budget,
+    /// DATA frames with nothing in them and no END_STREAM; refilled per DATA payload.
+    pub empty_data: Budget,
+}
+
+impl Budgets {
+    /// Useful work from the peer: a request or body bytes.
+    pub fn productive_frame(&mut self) {
+        self.settings.refill();
+        self.pings.refill();
+        self.empty_data.refill();
+    }
+
+    /// A response went out whole: the resets budgets earn one back.
+    pub fn completed_stream(&mut self) {
+        self.peer_resets.refill();
+        self.server_resets.refill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spends_down_to_zero_and_refills_to_the_limit() {
+        let mut b = Budget::new(2);
+        assert!(b.spend() && b.spend());
+        assert!(!b.spend());
+        b.refill();
+        assert!(b.spend());
+        for _ in 0..10 {
+            b.refill();
+        }
+        assert!(b.spend() && b.spend() && !b.spend());
+    }
+}

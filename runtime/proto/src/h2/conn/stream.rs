@@ -1,0 +1,112 @@
+//! Stream states (RFC 9113 §5.1) as a server sees them, and the table of live streams.
+//!
+//! A client stream is idle until its HEADERS, then open; END_STREAM from the peer makes it
+//! half-closed (remote). Our END_STREAM or a reset closes it and it leaves the table: a
+//! server has nothing left to do on a stream it answered. Closed streams are told apart
+//! from idle ones by their id, since ids only grow.
+
+use crate::h2::frame::StreamId;
+
+use super::flow::Window;
+
+/// A stream that is open or half-closed.
+#[derive(Debug)]
+pub(super) struct Stream {
+    pub id: StreamId,
+    /// END_STREAM received: half-closed (remote).
+    pub recv_closed: bool,
+    /// A response head was sent.
+    pub head_sent: bool,
+    /// Credit we may still spend sending DATA.
+    pub send: Window,
+    /// Credit the peer may still spend sending DATA.
+    pub recv: Window,
+    /// Octets the handler consumed (or padding) not yet given back by WINDOW_UPDATE.
+    pub recv_unacked: u32,
+    /// The declared content-length, checked against the DATA sum (§8.1.1).
+    pub content_length: Option<u64>,
+    pub received: u64,
+}
+
+impl Stream {
+    pub fn new(id: StreamId, send: u32, recv: u32, content_length: Option<u64>) -> Self {
+        Stream {
+            id,
+            recv_closed: false,
+            head_sent: false,
+            send: Window::new(send),
+            recv: Window::new(recv),
+            recv_unacked: 0,
+            content_length,
+            received: 0,
+        }
+    }
+}
+
+/// The live streams; at most max-concurrent-streams of them, so a linear scan is cheap and
+/// the table allocates once.
+#[derive(Debug, Default)]
+pub(super) struct Streams {
+    live: Vec<Stream>,
+}
+
+impl Streams {
+    pub fn with_capacity(n: usize) -> Self {
+        Streams {
+            live: Vec::with_capacity(n),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    pub fn get(&mut self, id: StreamId) -> Option<&mut Stream> {
+        self.live.iter_mut().find(|s| s.id == id)
+    }
+
+    pub fn insert(&mut self, stream: Stream) {
+        self.live.push(stream);
+    }
+
+    pub fn remove(&mut self, id: StreamId) -> Option<Stream> {
+        let i = self.live.iter().position(|s| s.id == id)?;
+        Some(self.live.swap_remove(i))
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Stream> {
+        self.live.iter_mut()
+    }
+}
+
+/// How many closed streams a [`ClosedRing`] remembers.
+const REMEMBERED: usize = 64;
+
+/// The last streams closed a given way. Frames the peer sent before it saw our
+/// RST_STREAM must be ignored (§5.4.2); frames on a stream the peer itself ended are
+/// STREAM_CLOSED errors, where an id it never used is a PROTOCOL_ERROR (§5.1, §5.1.1).
+#[derive(Debug)]
+pub(super) struct ClosedRing {
+    ids: [u32; REMEMBERED],
+    next: usize,
+}
+
+impl Default for ClosedRing {
+    fn default() -> Self {
+        ClosedRing {
+            ids: [0; REMEMBERED],
+            next: 0,
+        }
+    }
+}
+
+impl ClosedRing {
+    pub fn remember(&mut self, id: StreamId) {
+        self.ids[self.next] = id.get();
+        self.next = (self.next + 1) % REMEMBERED;
+    }
+
+    pub fn contains(&self, id: StreamId) -> bool {
+        id.get() != 0 && self.ids.contains(&id.get())
+    }
+}

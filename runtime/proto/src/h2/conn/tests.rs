@@ -1,0 +1,973 @@
+//! The connection driven byte by byte as a client would: every server-side error case of
+//! RFC 9113 answered with the scope and code the RFC names.
+
+use super::*;
+use crate::h2::frame::test_util::wire;
+use crate::h2::frame::{FrameType, flags};
+
+const DATA: u8 = 0x0;
+const HEADERS: u8 = 0x1;
+const PRIORITY: u8 = 0x2;
+const RST: u8 = 0x3;
+const SETTINGS: u8 = 0x4;
+const PUSH_PROMISE: u8 = 0x5;
+const PING: u8 = 0x6;
+const WINDOW_UPDATE: u8 = 0x8;
+const CONTINUATION: u8 = 0x9;
+const EH: u8 = flags::END_HEADERS;
+const ES: u8 = flags::END_STREAM;
+
+/// A frame the server sent, owned.
+#[derive(Debug, PartialEq, Eq)]
+struct Sent {
+    kind: u8,
+    flags: u8,
+    stream: u32,
+    payload: Vec<u8>,
+}
+
+/// A scripted client and the connection under test.
+struct Peer {
+    conn: Connection,
+    out: Vec<u8>,
+    events: Vec<Event>,
+    encoder: Encoder,
+    result: Result<(), ConnectionError>,
+    pending: Vec<u8>,
+}
+
+impl Peer {
+    fn with(config: ConnConfig) -> Peer {
+        let mut out = Vec::new();
+        let conn = Connection::new(config, &mut out);
+        let mut peer = Peer {
+            conn,
+            out,
+            events: Vec::new(),
+            encoder: Encoder::default(),
+            result: Ok(()),
+            pending: Vec::new(),
+        };
+        peer.send(PREFACE);
+        peer.send(&wire(SETTINGS, 0, 0, &[]));
+        peer.out.clear();
+        peer
+    }
+
+    fn new() -> Peer {
+        Peer::with(ConnConfig::default())
+    }
+
+    /// Feeds octets, keeping what the connection did not consume for next time.
+    fn send(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        let input = core::mem::take(&mut self.pending);
+        match self.conn.recv(&input, &mut self.out, &mut self.events) {
+            Ok(used) => self.pending = input[used..].to_vec(),
+            Err(e) => self.result = Err(e),
+        }
+    }
+
+    fn block(&mut self, fields: &[(&str, &str)]) -> Vec<u8> {
+        let mut block = Vec::new();
+        self.encoder.encode(
+            fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+            &mut block,
+        );
+        block
+    }
+
+    fn get(&mut self, stream: u32, extra: &[(&str, &str)], flags: u8) {
+        let mut fields = vec![(":method", "GET"), (":scheme", "http"), (":path", "/")];
+        fields.extend_from_slice(extra);
+        let block = self.block(&fields);
+        self.send(&wire(HEADERS, flags, stream, &block));
+    }
+
+    fn post(&mut self, stream: u32, extra: &[(&str, &str)]) {
+        let mut fields = vec![(":method", "POST"), (":scheme", "http"), (":path", "/up")];
+        fields.extend_from_slice(extra);
+        let block = self.block(&fields);
+        self.send(&wire(HEADERS, EH, stream, &block));
+    }
+
+    fn sent(&mut self) -> Vec<Sent> {
+        let mut frames = Vec::new();
+        let mut rest = &self.out[..];
+        while let Some(head) = FrameHead::decode(rest) {
+            let end = FrameHead::SIZE + head.len as usize;
+            frames.push(Sent {
+                kind: head.kind,
+                flags: head.flags,
+                stream: head.stream_id.get(),
+                payload: rest[FrameHead::SIZE..end].to_vec(),
+            });
+            rest = &rest[end..];
+        }
+        self.out.clear();
+        frames
+    }
+
+    /// The one RST_STREAM sent, as (stream, code); the connection lives on.
+    fn expect_reset(&mut self) -> (u32, ErrorCode) {
+        assert_eq!(self.result, Ok(()));
+        let resets: Vec<_> = self.sent().into_iter().filter(|f| f.kind == RST).collect();
+        assert_eq!(resets.len(), 1, "{resets:?}");
+        let code = u32::from_be_bytes(resets[0].payload[..4].try_into().unwrap());
+        (resets[0].stream, ErrorCode::from_u32(code).unwrap())
+    }
+
+    /// The GOAWAY sent for a connection error: its last stream id and code.
+    fn expect_goaway(&mut self) -> (u32, ErrorCode) {
+        let code = self.result.expect_err("a connection error").0;
+        let goaway = self
+            .sent()
+            .into_iter()
+            .find(|f| f.kind == FrameType::GoAway as u8)
+            .expect("a GOAWAY");
+        let last = u32::from_be_bytes(goaway.payload[..4].try_into().unwrap());
+        let sent = u32::from_be_bytes(goaway.payload[4..8].try_into().unwrap());
+        assert_eq!(sent, code as u32);
+        (last, code)
+    }
+
+    fn requests(&mut self) -> Vec<(u32, RequestHead, bool)> {
+        let mut heads = Vec::new();
+        for event in self.events.drain(..) {
+            if let Event::Request {
+                stream,
+                head,
+                end_stream,
+            } = event
+            {
+                heads.push((stream.get(), head, end_stream));
+            }
+        }
+        heads
+    }
+}
+
+fn sid(n: u32) -> StreamId {
+    StreamId::new(n)
+}
+
+fn window_update(stream: u32, increment: u32) -> Vec<u8> {
+    wire(WINDOW_UPDATE, 0, stream, &increment.to_be_bytes())
+}
+
+fn setting(id: u16, value: u32) -> Vec<u8> {
+    let mut p = id.to_be_bytes().to_vec();
+    p.extend_from_slice(&value.to_be_bytes());
+    wire(SETTINGS, 0, 0, &p)
+}
+
+#[test]
+fn advertises_its_settings_and_connection_window() {
+    let mut out = Vec::new();
+    Connection::new(ConnConfig::default(), &mut out);
+    let (Frame::Settings(s), used) = Frame::parse(&out, 16_384).unwrap().unwrap() else {
+        panic!()
+    };
+    let settings: Vec<_> = s.iter().collect();
+    assert!(settings.contains(&Setting::EnablePush(false)));
+    assert!(settings.contains(&Setting::MaxConcurrentStreams(100)));
+    assert!(settings.contains(&Setting::MaxHeaderListSize(16 * 1024)));
+    let (Frame::WindowUpdate(w), _) = Frame::parse(&out[used..], 16_384).unwrap().unwrap() else {
+        panic!()
+    };
+    assert_eq!(w.increment, 1024 * 1024 - 65_535);
+}
+
+#[test]
+fn a_bad_preface_is_a_protocol_error() {
+    let mut out = Vec::new();
+    let mut conn = Connection::new(ConnConfig::default(), &mut out);
+    out.clear();
+    let mut events = Vec::new();
+    assert_eq!(
+        conn.recv(b"GET / HTTP/1.1\r\n", &mut out, &mut events),
+        Err(ConnectionError(ErrorCode::ProtocolError))
+    );
+}
+
+#[test]
+fn the_first_frame_must_be_settings() {
+    let mut out = Vec::new();
+    let mut conn = Connection::new(ConnConfig::default(), &mut out);
+    let mut events = Vec::new();
+    let mut input = PREFACE.to_vec();
+    input.extend(wire(PING, 0, 0, &[0; 8]));
+    assert_eq!(
+        conn.recv(&input, &mut out, &mut events),
+        Err(ConnectionError(ErrorCode::ProtocolError))
+    );
+}
+
+#[test]
+fn a_request_fed_one_octet_at_a_time_decodes_whole() {
+    let mut peer = Peer::new();
+    let block = peer.block(&[
+        (":method", "POST"),
+        (":scheme", "https"),
+        (":authority", "example.com"),
+        (":path", "/x?y"),
+        ("content-length", "5"),
+        ("x-a", "1"),
+    ]);
+    let mut bytes = wire(HEADERS, 0, 1, &block[..4]);
+    bytes.extend(wire(CONTINUATION, EH, 1, &block[4..]));
+    bytes.extend(wire(DATA, 0x8, 1, &[2, b'h', b'e', 0, 0])); // padded
+    bytes.extend(wire(DATA, ES, 1, b"llo"));
+    let mut body = Vec::new();
+    let mut heads = Vec::new();
+    for b in &bytes {
+        let at = peer.pending.len();
+        let mut input = core::mem::take(&mut peer.pending);
+        input.push(*b);
+        let used = peer
+            .conn
+            .recv(&input, &mut peer.out, &mut peer.events)
+            .unwrap();
+        for event in peer.events.drain(..) {
+            match event {
+                Event::Data { range, .. } => body.extend_from_slice(&input[range]),
+                Event::Request { head, .. } => heads.push(head),
+                Event::Reset { .. } => panic!(),
+            }
+        }
+        peer.pending = input[used..].to_vec();
+        let _ = at;
+    }
+    assert_eq!(body, b"hello");
+    let head = &heads[0];
+    assert_eq!(head.method(), b"POST");
+    assert_eq!(head.scheme(), b"https");
+    assert_eq!(head.authority(), Some(&b"example.com"[..]));
+    assert_eq!(head.path(), b"/x?y");
+    assert_eq!(head.content_length(), Some(5));
+    let fields: Vec<_> = head.fields().collect();
+    assert_eq!(
+        fields,
+        [
+            (&b"content-length"[..], &b"5"[..]),
+            (&b"x-a"[..], &b"1"[..])
+        ]
+    );
+}
+
+#[test]
+fn a_response_goes_out_as_headers_and_data() {
+    let mut peer = Peer::new();
+    peer.get(1, &[], EH | ES);
+    assert_eq!(peer.requests().len(), 1);
+    let mut out = Vec::new();
+    peer.conn
+        .send_head(sid(1), 200, [(&b"x"[..], &b"y"[..])], false, &mut out);
+    assert_eq!(peer.conn.send_credit(sid(1)), 16_384);
+    peer.conn.send_data(sid(1), b"body", true, &mut out);
+    peer.out = out;
+    let sent = peer.sent();
+    assert_eq!(sent[0].kind, HEADERS);
+    assert_eq!(sent[0].flags, EH);
+    assert_eq!(sent[1].kind, DATA);
+    assert_eq!(sent[1].flags, ES);
+    assert_eq!(sent[1].payload, b"body");
+    assert_eq!(peer.conn.open_streams(), 0);
+    assert_eq!(peer.conn.send_credit(sid(1)), 0);
+}
+
+#[test]
+fn connection_errors_carry_the_rfc_code() {
+    type Case = (&'static str, fn(&mut Peer), ErrorCode);
+    let cases: &[Case] = &[
+        (
+            "DATA on an idle stream",
+            |p| p.send(&wire(DATA, 0, 1, b"x")),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "HEADERS on an even stream",
+            |p| p.get(2, &[], EH | ES),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "a stream id below one used",
+            |p| {
+                p.get(5, &[], EH | ES);
+                p.get(3, &[], EH | ES);
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "HEADERS on a stream the peer reset",
+            |p| {
+                p.get(1, &[], EH);
+                p.send(&wire(RST, 0, 1, &[0, 0, 0, 8]));
+                p.get(1, &[], EH | ES);
+            },
+            ErrorCode::StreamClosed,
+        ),
+        (
+            "RST_STREAM on an idle stream",
+            |p| p.send(&wire(RST, 0, 1, &[0, 0, 0, 8])),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "WINDOW_UPDATE on an idle stream",
+            |p| p.send(&window_update(1, 1)),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "a zero connection WINDOW_UPDATE",
+            |p| p.send(&window_update(0, 0)),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "connection window past 2^31-1",
+            |p| p.send(&window_update(0, 0x7fff_ffff)),
+            ErrorCode::FlowControlError,
+        ),
+        (
+            "PUSH_PROMISE from a client",
+            |p| {
+                p.get(1, &[], EH);
+                p.send(&wire(PUSH_PROMISE, EH, 1, &[0, 0, 0, 2]));
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "CONTINUATION without HEADERS",
+            |p| p.send(&wire(CONTINUATION, EH, 1, &[0x82])),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "a frame inside a field block",
+            |p| {
+                p.send(&wire(HEADERS, 0, 1, &[0x82]));
+                p.send(&wire(PING, 0, 0, &[0; 8]));
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "CONTINUATION on another stream",
+            |p| {
+                p.send(&wire(HEADERS, 0, 1, &[0x82]));
+                p.send(&wire(CONTINUATION, EH, 3, &[0x86]));
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "a frame over SETTINGS_MAX_FRAME_SIZE",
+            |p| {
+                p.get(1, &[], EH);
+                p.send(&wire(DATA, 0, 1, &[0; 16_385]));
+            },
+            ErrorCode::FrameSizeError,
+        ),
+        (
+            "SETTINGS with a partial parameter",
+            |p| p.send(&wire(SETTINGS, 0, 0, &[0; 5])),
+            ErrorCode::FrameSizeError,
+        ),
+        (
+            "SETTINGS ACK with a payload",
+            |p| p.send(&wire(SETTINGS, 1, 0, &[0; 6])),
+            ErrorCode::FrameSizeError,
+        ),
+        (
+            "SETTINGS on a stream",
+            |p| p.send(&wire(SETTINGS, 0, 1, &[])),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "SETTINGS_ENABLE_PUSH of 2",
+            |p| p.send(&setting(0x2, 2)),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "SETTINGS_INITIAL_WINDOW_SIZE past 2^31-1",
+            |p| p.send(&setting(0x4, 0x8000_0000)),
+            ErrorCode::FlowControlError,
+        ),
+        (
+            "SETTINGS_MAX_FRAME_SIZE below 16384",
+            |p| p.send(&setting(0x5, 16_383)),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "PING of 7 octets",
+            |p| p.send(&wire(PING, 0, 0, &[0; 7])),
+            ErrorCode::FrameSizeError,
+        ),
+        (
+            "PING on a stream",
+            |p| p.send(&wire(PING, 0, 1, &[0; 8])),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "GOAWAY on a stream",
+            |p| p.send(&wire(0x7, 0, 1, &[0; 8])),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "RST_STREAM of 3 octets",
+            |p| {
+                p.get(1, &[], EH);
+                p.send(&wire(RST, 0, 1, &[0; 3]));
+            },
+            ErrorCode::FrameSizeError,
+        ),
+        (
+            "WINDOW_UPDATE of 3 octets",
+            |p| p.send(&wire(WINDOW_UPDATE, 0, 0, &[0; 3])),
+            ErrorCode::FrameSizeError,
+        ),
+        (
+            "DATA on stream 0",
+            |p| p.send(&wire(DATA, 0, 0, b"x")),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "HEADERS on stream 0",
+            |p| p.send(&wire(HEADERS, EH, 0, &[0x82])),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "an undecodable field block",
+            |p| {
+                p.send(&wire(
+                    HEADERS,
+                    EH | ES,
+                    1,
+                    &[0xff, 0xff, 0xff, 0xff, 0xff, 0x7f],
+                ))
+            },
+            ErrorCode::CompressionError,
+        ),
+        (
+            "padding longer than the frame",
+            |p| p.send(&wire(HEADERS, EH | 0x8, 1, &[5, 0x82])),
+            ErrorCode::ProtocolError,
+        ),
+    ];
+    for (name, script, code) in cases {
+        let mut peer = Peer::new();
+        script(&mut peer);
+        let (_, got) = peer.expect_goaway();
+        assert_eq!(got, *code, "{name}");
+    }
+}
+
+#[test]
+fn data_past_the_connection_window_is_a_connection_flow_control_error() {
+    let mut peer = Peer::with(ConnConfig {
+        connection_window_size: 65_535,
+        ..ConnConfig::default()
+    });
+    peer.get(1, &[], EH);
+    peer.get(3, &[], EH);
+    // Credit is given per pass: both frames arrive in one.
+    let mut bytes = wire(DATA, 0, 1, &[0; 16_384]);
+    for _ in 0..2 {
+        bytes.extend(wire(DATA, 0, 1, &[0; 16_384]));
+    }
+    bytes.extend(wire(DATA, 0, 3, &[0; 16_384]));
+    peer.send(&bytes);
+    assert_eq!(peer.expect_goaway(), (3, ErrorCode::FlowControlError));
+}
+
+#[test]
+fn stream_errors_reset_the_stream_with_the_rfc_code() {
+    type Case = (&'static str, fn(&mut Peer), ErrorCode);
+    let cases: &[Case] = &[
+        (
+            "DATA past the stream window",
+            |p| {
+                p.get(1, &[], EH);
+                for _ in 0..4 {
+                    p.send(&wire(DATA, 0, 1, &[0; 16_384]));
+                }
+            },
+            ErrorCode::FlowControlError,
+        ),
+        (
+            "stream window past 2^31-1",
+            |p| {
+                p.get(1, &[], EH | ES);
+                p.send(&window_update(1, 0x7fff_ffff));
+            },
+            ErrorCode::FlowControlError,
+        ),
+        (
+            "a zero stream WINDOW_UPDATE",
+            |p| {
+                p.get(1, &[], EH | ES);
+                p.send(&window_update(1, 0));
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "DATA after END_STREAM",
+            |p| {
+                p.get(1, &[], EH | ES);
+                p.send(&wire(DATA, 0, 1, b"x"));
+            },
+            ErrorCode::StreamClosed,
+        ),
+        (
+            "HEADERS after END_STREAM",
+            |p| {
+                p.get(1, &[], EH | ES);
+                let block = p.block(&[("x", "y")]);
+                p.send(&wire(HEADERS, EH | ES, 1, &block));
+            },
+            ErrorCode::StreamClosed,
+        ),
+        (
+            "DATA on a stream the peer reset",
+            |p| {
+                p.get(1, &[], EH);
+                p.send(&wire(RST, 0, 1, &[0, 0, 0, 8]));
+                p.out.clear();
+                p.send(&wire(DATA, 0, 1, b"x"));
+            },
+            ErrorCode::StreamClosed,
+        ),
+        (
+            "trailers without END_STREAM",
+            |p| {
+                p.get(1, &[], EH);
+                let block = p.block(&[("x", "y")]);
+                p.send(&wire(HEADERS, EH, 1, &block));
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "a pseudo-header in trailers",
+            |p| {
+                p.get(1, &[], EH);
+                let block = p.block(&[(":path", "/")]);
+                p.send(&wire(HEADERS, EH | ES, 1, &block));
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "an uppercase field name",
+            |p| p.get(1, &[("X-Up", "1")], EH | ES),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "a connection-specific field",
+            |p| p.get(1, &[("connection", "close")], EH | ES),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "TE other than trailers",
+            |p| p.get(1, &[("te", "gzip")], EH | ES),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "a :status in a request",
+            |p| p.get(1, &[(":status", "200")], EH | ES),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "no :path",
+            |p| {
+                let block = p.block(&[(":method", "GET"), (":scheme", "http")]);
+                p.send(&wire(HEADERS, EH | ES, 1, &block));
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "more DATA than content-length",
+            |p| {
+                p.post(1, &[("content-length", "2")]);
+                p.send(&wire(DATA, 0, 1, b"abc"));
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "less DATA than content-length",
+            |p| {
+                p.post(1, &[("content-length", "4")]);
+                p.send(&wire(DATA, ES, 1, b"abc"));
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "END_STREAM on HEADERS with a content-length",
+            |p| p.get(1, &[("content-length", "1")], EH | ES),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "a stream depending on itself",
+            |p| {
+                let block = p.block(&[(":method", "GET"), (":scheme", "http"), (":path", "/")]);
+                let mut payload = vec![0, 0, 0, 1, 16];
+                payload.extend(block);
+                p.send(&wire(HEADERS, EH | ES | flags::PRIORITY, 1, &payload));
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "PRIORITY of 4 octets",
+            |p| p.send(&wire(PRIORITY, 0, 1, &[0; 4])),
+            ErrorCode::FrameSizeError,
+        ),
+    ];
+    for (name, script, code) in cases {
+        let mut peer = Peer::new();
+        script(&mut peer);
+        assert_eq!(peer.expect_reset(), (1, *code), "{name}");
+        // The connection is still usable, and HPACK still in step.
+        peer.requests();
+        peer.get(11, &[("x-after", "1")], EH | ES);
+        let heads = peer.requests();
+        assert_eq!(heads.len(), 1, "{name}: no request after the reset");
+        assert_eq!(
+            heads[0].1.fields().next(),
+            Some((&b"x-after"[..], &b"1"[..]))
+        );
+    }
+}
+
+#[test]
+fn frames_in_flight_on_a_stream_we_reset_are_ignored() {
+    let mut peer = Peer::new();
+    peer.get(3, &[("X-Up", "1")], EH);
+    assert_eq!(peer.expect_reset(), (3, ErrorCode::ProtocolError));
+    peer.send(&wire(DATA, 0, 3, b"late"));
+    peer.send(&window_update(3, 5));
+    assert_eq!(peer.result, Ok(()));
+    let sent = peer.sent();
+    assert!(
+        sent.iter()
+            .all(|f| f.kind == WINDOW_UPDATE && f.stream == 0),
+        "{sent:?}"
+    );
+}
+
+#[test]
+fn streams_past_the_limit_are_refused_and_hpack_stays_in_step() {
+    let mut peer = Peer::with(ConnConfig {
+        max_concurrent_streams: 1,
+        ..ConnConfig::default()
+    });
+    peer.get(1, &[], EH);
+    // Indexed by the client's encoder in the refused block, referenced afterwards.
+    peer.get(3, &[("x-indexed", "value")], EH | ES);
+    assert_eq!(peer.expect_reset(), (3, ErrorCode::RefusedStream));
+    assert_eq!(peer.requests().len(), 1);
+    peer.send(&wire(DATA, ES, 1, b""));
+    let mut out = Vec::new();
+    peer.conn.send_head(sid(1), 204, [], true, &mut out);
+    peer.get(5, &[("x-indexed", "value")], EH | ES);
+    let heads = peer.requests();
+    assert_eq!(heads.len(), 1);
+    assert_eq!(
+        heads[0].1.fields().next(),
+        Some((&b"x-indexed"[..], &b"value"[..]))
+    );
+}
+
+#[test]
+fn a_header_list_over_the_limit_is_answered_431_and_the_connection_lives() {
+    let mut peer = Peer::with(ConnConfig {
+        max_header_list_size: 200,
+        ..ConnConfig::default()
+    });
+    let big = "v".repeat(300);
+    peer.get(1, &[("x-big", &big)], EH | ES);
+    assert!(peer.requests().is_empty());
+    let sent = peer.sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        (sent[0].kind, sent[0].flags, sent[0].stream),
+        (HEADERS, EH | ES, 1)
+    );
+    let mut decoder = Decoder::default();
+    let mut status = Vec::new();
+    decoder
+        .decode(&sent[0].payload, &mut |n: &[u8], v: &[u8]| {
+            status.push((n.to_vec(), v.to_vec()))
+        })
+        .unwrap();
+    assert_eq!(status, [(b":status".to_vec(), b"431".to_vec())]);
+    peer.get(3, &[], EH | ES);
+    assert_eq!(peer.requests().len(), 1);
+}
+
+#[test]
+fn a_continuation_flood_is_enhance_your_calm() {
+    let mut peer = Peer::new();
+    peer.send(&wire(HEADERS, 0, 1, &[0x82]));
+    for _ in 0..32 {
+        peer.send(&wire(CONTINUATION, 0, 1, &[]));
+    }
+    assert_eq!(peer.result, Ok(()));
+    peer.send(&wire(CONTINUATION, 0, 1, &[]));
+    assert_eq!(peer.expect_goaway(), (0, ErrorCode::EnhanceYourCalm));
+}
+
+#[test]
+fn an_oversized_encoded_block_is_enhance_your_calm() {
+    let mut peer = Peer::new();
+    peer.send(&wire(HEADERS, 0, 1, &[0; 16_384]));
+    peer.send(&wire(CONTINUATION, 0, 1, &[0; 16_384]));
+    assert_eq!(peer.result, Ok(()));
+    peer.send(&wire(CONTINUATION, 0, 1, &[0; 2_000]));
+    assert_eq!(peer.expect_goaway(), (0, ErrorCode::EnhanceYourCalm));
+}
+
+fn budgeted(config: ConnConfig, budget: u32, attack: fn(&mut Peer, u32)) {
+    let mut peer = Peer::with(config);
+    for i in 0..budget {
+        attack(&mut peer, i);
+        assert_eq!(peer.result, Ok(()), "within the budget, at {i}");
+    }
+    attack(&mut peer, budget);
+    assert_eq!(peer.expect_goaway().1, ErrorCode::EnhanceYourCalm);
+}
+
+#[test]
+fn rapid_reset_exhausts_its_budget() {
+    let config = ConnConfig {
+        peer_reset_budget: 10,
+        ..ConnConfig::default()
+    };
+    budgeted(config, 10, |p, i| {
+        p.get(1 + 2 * i, &[], EH | ES);
+        p.send(&wire(RST, 0, 1 + 2 * i, &[0, 0, 0, 8]));
+    });
+}
+
+#[test]
+fn completed_responses_earn_the_reset_budget_back() {
+    let mut peer = Peer::with(ConnConfig {
+        peer_reset_budget: 2,
+        ..ConnConfig::default()
+    });
+    for i in 0..20u32 {
+        let id = 1 + 4 * i;
+        peer.get(id, &[], EH | ES);
+        peer.send(&wire(RST, 0, id, &[0, 0, 0, 8]));
+        peer.get(id + 2, &[], EH | ES);
+        let mut out = Vec::new();
+        peer.conn.send_head(sid(id + 2), 200, [], true, &mut out);
+    }
+    assert_eq!(peer.result, Ok(()));
+}
+
+#[test]
+fn made_you_reset_exhausts_its_budget() {
+    let config = ConnConfig {
+        server_reset_budget: 10,
+        ..ConnConfig::default()
+    };
+    budgeted(config, 10, |p, i| {
+        p.get(1 + 2 * i, &[], EH | ES);
+        p.send(&window_update(1 + 2 * i, 0));
+    });
+}
+
+#[test]
+fn settings_ping_and_empty_data_floods_exhaust_their_budgets() {
+    budgeted(
+        ConnConfig {
+            settings_flood_budget: 10,
+            ..ConnConfig::default()
+        },
+        9, // the handshake's SETTINGS spent one
+        |p, _| p.send(&wire(SETTINGS, 0, 0, &[])),
+    );
+    budgeted(
+        ConnConfig {
+            ping_flood_budget: 10,
+            ..ConnConfig::default()
+        },
+        10,
+        |p, _| p.send(&wire(PING, 0, 0, &[0; 8])),
+    );
+    budgeted(
+        ConnConfig {
+            empty_data_flood_budget: 10,
+            ..ConnConfig::default()
+        },
+        10,
+        |p, i| {
+            if i == 0 {
+                p.get(1, &[], EH);
+            }
+            p.send(&wire(DATA, 0, 1, &[]));
+        },
+    );
+}
+
+#[test]
+fn ping_is_answered_with_its_payload() {
+    let mut peer = Peer::new();
+    peer.send(&wire(PING, 0, 0, &[1, 2, 3, 4, 5, 6, 7, 8]));
+    let sent = peer.sent();
+    assert_eq!(
+        sent,
+        [Sent {
+            kind: PING,
+            flags: flags::ACK,
+            stream: 0,
+            payload: vec![1, 2, 3, 4, 5, 6, 7, 8]
+        }]
+    );
+}
+
+#[test]
+fn settings_are_acknowledged_and_the_initial_window_moves_open_streams() {
+    let mut peer = Peer::new();
+    peer.get(1, &[], EH | ES);
+    assert_eq!(peer.conn.send_credit(sid(1)), 16_384);
+    peer.send(&setting(0x4, 100));
+    assert_eq!(
+        peer.sent(),
+        [Sent {
+            kind: SETTINGS,
+            flags: flags::ACK,
+            stream: 0,
+            payload: vec![]
+        }]
+    );
+    assert_eq!(peer.conn.send_credit(sid(1)), 100);
+    peer.get(3, &[], EH | ES);
+    assert_eq!(
+        peer.conn.send_credit(sid(3)),
+        100,
+        "new streams use the new size"
+    );
+    peer.send(&setting(0x4, 0));
+    assert_eq!(peer.conn.send_credit(sid(1)), 0);
+    peer.send(&setting(0x4, 50));
+    peer.send(&setting(0x4, 0));
+    peer.send(&window_update(1, 30));
+    assert_eq!(peer.conn.send_credit(sid(1)), 30);
+    // Below zero: a decrease takes the window negative, credit comes back in order.
+    peer.conn
+        .send_data(sid(1), &[0; 30], false, &mut Vec::new());
+    peer.send(&setting(0x4, 0));
+    peer.send(&setting(0x4, 0));
+    peer.send(&window_update(1, 10));
+    peer.send(&setting(0x4, 0));
+    assert_eq!(peer.conn.send_credit(sid(1)), 10);
+    peer.send(&setting(0x4, 100));
+    assert_eq!(peer.conn.send_credit(sid(1)), 110);
+}
+
+#[test]
+fn a_response_longer_than_the_windows_waits_for_credit() {
+    let mut peer = Peer::new();
+    peer.get(1, &[], EH | ES);
+    let mut out = Vec::new();
+    peer.conn.send_head(sid(1), 200, [], false, &mut out);
+    let mut sent = 0;
+    while peer.conn.send_credit(sid(1)) > 0 {
+        let n = peer.conn.send_credit(sid(1));
+        peer.conn.send_data(sid(1), &vec![0; n], false, &mut out);
+        sent += n;
+    }
+    assert_eq!(sent, 65_535);
+    peer.send(&window_update(1, 1_000));
+    assert_eq!(
+        peer.conn.send_credit(sid(1)),
+        0,
+        "the connection window is empty too"
+    );
+    peer.send(&window_update(0, 500));
+    assert_eq!(peer.conn.send_credit(sid(1)), 500);
+}
+
+#[test]
+fn the_stream_window_reopens_only_as_the_handler_reads() {
+    let mut peer = Peer::new();
+    peer.post(1, &[]);
+    let mut bytes = wire(DATA, 0, 1, &[7; 16_000]);
+    bytes.extend(wire(DATA, 0, 1, &[7; 16_000]));
+    bytes.extend(wire(DATA, 0, 1, &[7; 8_000]));
+    peer.send(&bytes);
+    let sent = peer.sent();
+    // The connection is credited at once; the stream is not.
+    assert_eq!(sent.len(), 1);
+    assert_eq!((sent[0].kind, sent[0].stream), (WINDOW_UPDATE, 0));
+    let mut out = Vec::new();
+    peer.conn.release(sid(1), 30_000, &mut out);
+    assert!(out.is_empty(), "below half a window: no update yet");
+    peer.conn.release(sid(1), 10_000, &mut out);
+    peer.out = out;
+    let sent = peer.sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!((sent[0].kind, sent[0].stream), (WINDOW_UPDATE, 1));
+    assert_eq!(sent[0].payload, 40_000u32.to_be_bytes());
+}
+
+#[test]
+fn trailers_end_the_body() {
+    let mut peer = Peer::new();
+    peer.post(1, &[]);
+    peer.send(&wire(DATA, 0, 1, b"abc"));
+    let block = peer.block(&[("x-checksum", "1")]);
+    peer.send(&wire(HEADERS, EH | ES, 1, &block));
+    let ends: Vec<_> = peer
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Data { end_stream, .. } => Some(*end_stream),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends, [false, true]);
+}
+
+#[test]
+fn a_response_before_the_body_ended_stops_the_body() {
+    let mut peer = Peer::new();
+    peer.post(1, &[]);
+    let mut out = Vec::new();
+    peer.conn.send_head(sid(1), 413, [], true, &mut out);
+    peer.out = out;
+    let sent = peer.sent();
+    assert_eq!(sent[1].kind, RST);
+    assert_eq!(sent[1].payload, (ErrorCode::NoError as u32).to_be_bytes());
+    // What the peer had in flight is ignored.
+    peer.send(&wire(DATA, 0, 1, b"late"));
+    assert_eq!(peer.result, Ok(()));
+    assert!(peer.sent().iter().all(|f| f.kind == WINDOW_UPDATE));
+}
+
+#[test]
+fn goaway_names_the_last_stream_and_ignores_later_ones() {
+    let mut peer = Peer::new();
+    peer.get(1, &[], EH | ES);
+    peer.get(3, &[], EH | ES);
+    let mut out = Vec::new();
+    peer.conn.go_away(&mut out);
+    peer.out = out;
+    let sent = peer.sent();
+    assert_eq!(sent[0].kind, FrameType::GoAway as u8);
+    assert_eq!(sent[0].payload, [0, 0, 0, 3, 0, 0, 0, 0]);
+    peer.requests();
+    peer.get(5, &[], EH | ES);
+    assert!(peer.requests().is_empty());
+    assert!(!peer.conn.is_done());
+    let mut out = Vec::new();
+    peer.conn.send_head(sid(1), 200, [], true, &mut out);
+    peer.conn.send_head(sid(3), 200, [], true, &mut out);
+    assert!(peer.conn.is_done());
+}
+
+#[test]
+fn unknown_frames_and_priority_are_ignored() {
+    let mut peer = Peer::new();
+    peer.send(&wire(0xfa, 0xff, 1, b"ext"));
+    peer.send(&wire(PRIORITY, 0, 9, &[0, 0, 0, 0, 16]));
+    peer.get(1, &[], EH | ES);
+    assert_eq!(peer.result, Ok(()));
+    assert_eq!(peer.requests().len(), 1);
+    assert!(peer.sent().is_empty());
+}
