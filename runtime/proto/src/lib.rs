@@ -2,3 +2,4 @@
 //! spawns tasks or knows about wasm.
 
 pub mod h2;
+pub mod h3;

@@ -132,7 +132,7 @@ fn lookup(window: u32) -> (u16, u32) {
 }
 
 /// Octets `src` takes Huffman-coded.
-pub(super) fn encoded_len(src: &[u8]) -> usize {
+pub(crate) fn encoded_len(src: &[u8]) -> usize {
     let bits: usize = src
         .iter()
         .map(|&b| usize::from(CODES[usize::from(b)].1))
@@ -141,7 +141,7 @@ pub(super) fn encoded_len(src: &[u8]) -> usize {
 }
 
 /// Appends `src` Huffman-coded, padded with the high bits of EOS.
-pub(super) fn encode(src: &[u8], dst: &mut Vec<u8>) {
+pub(crate) fn encode(src: &[u8], dst: &mut Vec<u8>) {
     // Bits not yet written sit in the low `pending` bits of `acc`; at most 7 + 30.
     let (mut acc, mut pending) = (0u64, 0u32);
     for &b in src {
@@ -160,7 +160,7 @@ pub(super) fn encode(src: &[u8], dst: &mut Vec<u8>) {
 
 /// Appends the decoding of `src`. Stops early, without checking the rest, once more than
 /// `limit` octets were produced: the caller sees `dst` grew past `limit` and drops the string.
-pub(super) fn decode(src: &[u8], dst: &mut Vec<u8>, limit: usize) -> Result<(), CompressionError> {
+pub(crate) fn decode(src: &[u8], dst: &mut Vec<u8>, limit: usize) -> Result<(), CompressionError> {
     let start = dst.len();
     // Unread bits sit in the low `avail` bits of `acc`, at most 31 + 8.
     let (mut acc, mut avail, mut input) = (0u64, 0u32, src.iter());

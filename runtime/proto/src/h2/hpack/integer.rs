@@ -8,7 +8,7 @@ const MAX: u64 = u32::MAX as u64;
 
 /// Decodes an integer whose `prefix_bits`-bit prefix (1..=8) is in `buf[0]`; returns the
 /// value and the octets used.
-pub(super) fn decode(buf: &[u8], prefix_bits: u8) -> Result<(usize, usize), CompressionError> {
+pub(crate) fn decode(buf: &[u8], prefix_bits: u8) -> Result<(usize, usize), CompressionError> {
     let mask = u8::MAX >> (8 - prefix_bits);
     let first = buf.first().ok_or(CompressionError::Truncated)? & mask;
     if first < mask {
@@ -35,7 +35,7 @@ pub(super) fn decode(buf: &[u8], prefix_bits: u8) -> Result<(usize, usize), Comp
 }
 
 /// Appends `value` with a `prefix_bits`-bit prefix; `flags` fills the first octet's high bits.
-pub(super) fn encode(dst: &mut Vec<u8>, flags: u8, prefix_bits: u8, value: usize) {
+pub(crate) fn encode(dst: &mut Vec<u8>, flags: u8, prefix_bits: u8, value: usize) {
     let mask = u8::MAX >> (8 - prefix_bits);
     if value < usize::from(mask) {
         dst.push(flags | value as u8);

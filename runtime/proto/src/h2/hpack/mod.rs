@@ -6,8 +6,8 @@
 
 mod decoder;
 mod encoder;
-mod huffman;
-mod integer;
+pub(crate) mod huffman;
+pub(crate) mod integer;
 mod table;
 
 use core::fmt;

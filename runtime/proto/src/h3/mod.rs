@@ -1,0 +1,9 @@
+//! HTTP/3 (RFC 9114) building blocks, sans IO: QUIC varints, the frame codec, QPACK
+//! (RFC 9204), the error codes they report, and the server connection core that a QUIC
+//! driver feeds with stream octets.
+
+pub mod error;
+pub mod frame;
+pub mod varint;
+
+pub use error::{ErrorCode, H3Error};
