@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod frame;
+pub mod qpack;
 pub mod varint;
 
 pub use error::{ErrorCode, H3Error};

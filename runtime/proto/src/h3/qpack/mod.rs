@@ -1,0 +1,147 @@
+//! QPACK field compression (RFC 9204), for a server that keeps no dynamic table.
+//!
+//! We advertise SETTINGS_QPACK_MAX_TABLE_CAPACITY 0 (the default), so a peer's encoder can
+//! use only the static table and literals, no field section ever blocks, and we open no
+//! encoder or decoder stream of our own (§4.2 lets an endpoint with capacity 0 skip them).
+//! The peer's encoder and decoder streams are still read and held to the RFC. Our encoder
+//! likewise uses only the static table, so responses never wait on the peer.
+//!
+//! Strings use HPACK's Huffman code and prefix integers (RFC 9204 §4.1.1, §4.1.2): the
+//! codecs in [`crate::h2::hpack`] serve both.
+
+mod decoder;
+mod encoder;
+mod instruction;
+mod prefix;
+mod static_table;
+mod string;
+
+use core::fmt;
+
+pub use decoder::{DEFAULT_MAX_FIELD_SECTION_SIZE, Decoder};
+pub use encoder::Encoder;
+pub use instruction::{DecoderInstruction, EncoderInstruction};
+pub use string::Literal;
+
+pub use crate::h2::hpack::FieldSink;
+
+use crate::h2::hpack::CompressionError;
+use crate::h3::error::{ErrorCode, H3Error};
+
+/// What was wrong with QPACK input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Malformed {
+    /// An integer or string ran past the end of its field section.
+    Truncated,
+    /// An integer above 2^32-1: no index, length or capacity of ours comes near it.
+    Integer,
+    /// A Huffman string with EOS, or padding that is too long or not all ones.
+    Huffman,
+    /// A static table index past its 99 entries.
+    StaticIndex,
+    /// A reference to the dynamic table, which is empty: every dynamic index is at or past
+    /// the Required Insert Count, which is 0 (§2.2.3, §4.5.1.1).
+    DynamicReference,
+    /// A Required Insert Count our table could not reach (§4.5.1.1).
+    RequiredInsertCount,
+    /// A Base below zero (§4.5.1.2).
+    Base,
+    /// Set Dynamic Table Capacity above our SETTINGS_QPACK_MAX_TABLE_CAPACITY (§4.3.1).
+    TableCapacity,
+    /// An insert into a table whose capacity no entry fits (§3.2.2), or a Duplicate of
+    /// an entry that does not exist (§4.3.4).
+    Insert,
+    /// A Section Acknowledgment with no outstanding section that referenced the dynamic
+    /// table (§4.4.1).
+    SectionAcknowledgment,
+    /// An Insert Count Increment of zero or past what we inserted (§4.4.3).
+    InsertCountIncrement,
+    /// An instruction longer than any that could be valid without a dynamic table.
+    InstructionTooLong,
+}
+
+impl From<CompressionError> for Malformed {
+    fn from(e: CompressionError) -> Self {
+        match e {
+            CompressionError::Truncated => Malformed::Truncated,
+            CompressionError::IntegerOverflow => Malformed::Integer,
+            // The rest are HPACK's Huffman and table errors; only Huffman reaches us.
+            _ => Malformed::Huffman,
+        }
+    }
+}
+
+/// Why QPACK input was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QpackError {
+    /// The decoded field section passed SETTINGS_MAX_FIELD_SECTION_SIZE (RFC 9114 §4.2.2).
+    /// Without a dynamic table nothing is lost: only this message is refused.
+    FieldSectionTooLarge,
+    /// A field section could not be decoded: QPACK_DECOMPRESSION_FAILED.
+    Decompression(Malformed),
+    /// The peer's encoder stream broke the rules: QPACK_ENCODER_STREAM_ERROR.
+    EncoderStream(Malformed),
+    /// The peer's decoder stream broke the rules: QPACK_DECODER_STREAM_ERROR.
+    DecoderStream(Malformed),
+}
+
+impl QpackError {
+    /// The HTTP/3 error to signal: every QPACK error is a connection error (§2.2.3), a
+    /// field section past our limit only aborts its request stream (H3_EXCESSIVE_LOAD).
+    pub fn to_h3(self) -> H3Error {
+        match self {
+            QpackError::FieldSectionTooLarge => H3Error::Stream(ErrorCode::ExcessiveLoad),
+            QpackError::Decompression(_) => {
+                H3Error::Connection(ErrorCode::QpackDecompressionFailed)
+            }
+            QpackError::EncoderStream(_) => H3Error::Connection(ErrorCode::QpackEncoderStreamError),
+            QpackError::DecoderStream(_) => H3Error::Connection(ErrorCode::QpackDecoderStreamError),
+        }
+    }
+}
+
+impl fmt::Display for QpackError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QpackError::FieldSectionTooLarge => f.write_str("field section too large"),
+            QpackError::Decompression(m) => write!(f, "QPACK decompression failed: {m:?}"),
+            QpackError::EncoderStream(m) => write!(f, "QPACK encoder stream error: {m:?}"),
+            QpackError::DecoderStream(m) => write!(f, "QPACK decoder stream error: {m:?}"),
+        }
+    }
+}
+
+impl std::error::Error for QpackError {}
+
+/// Reads a prefix integer (RFC 7541 §5.1, as RFC 9204 §4.1.1 uses it) at `*pos`.
+fn read_integer(buf: &[u8], pos: &mut usize, prefix_bits: u8) -> Result<usize, Malformed> {
+    let (value, used) =
+        crate::h2::hpack::integer::decode(buf.get(*pos..).unwrap_or_default(), prefix_bits)?;
+    *pos += used;
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_and_codes() {
+        assert_eq!(
+            QpackError::FieldSectionTooLarge.to_h3(),
+            H3Error::Stream(ErrorCode::ExcessiveLoad)
+        );
+        assert_eq!(
+            QpackError::Decompression(Malformed::Huffman).to_h3(),
+            H3Error::Connection(ErrorCode::QpackDecompressionFailed)
+        );
+        assert_eq!(
+            QpackError::EncoderStream(Malformed::Insert).to_h3(),
+            H3Error::Connection(ErrorCode::QpackEncoderStreamError)
+        );
+        assert_eq!(
+            QpackError::DecoderStream(Malformed::InsertCountIncrement).to_h3(),
+            H3Error::Connection(ErrorCode::QpackDecoderStreamError)
+        );
+    }
+}
