@@ -2,6 +2,7 @@
 
 pub mod cert;
 pub mod h1;
+pub mod h2;
 pub mod listener;
 mod rewind;
 mod sniff;

@@ -812,6 +812,32 @@ impl Connection {
         matches!(self.phase, Phase::Failed(_)) || (self.going_away && self.streams.len() == 0)
     }
 
+    /// Whether the client preface and first SETTINGS are still awaited (handshake timeout).
+    pub fn in_handshake(&self) -> bool {
+        matches!(self.phase, Phase::Preface | Phase::FirstSettings)
+    }
+
+    /// Whether a field block is part-way in (header-read timeout).
+    pub fn reading_head(&self) -> bool {
+        self.block.is_some()
+    }
+
+    /// Appends trailers ending the response (§8.1).
+    pub fn send_trailers<'f>(
+        &mut self,
+        id: StreamId,
+        fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
+        out: &mut Vec<u8>,
+    ) {
+        if self.streams.get(id).is_none() {
+            return;
+        }
+        self.head_buf.clear();
+        self.encoder.encode(fields, &mut self.head_buf);
+        frame::encode_headers(out, id, &self.head_buf, true, self.peer_max_frame_size);
+        self.close_send(id, out);
+    }
+
     /// Streams open or half-closed.
     pub fn open_streams(&self) -> usize {
         self.streams.len()

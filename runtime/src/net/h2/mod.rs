@@ -1,0 +1,464 @@
+//! wedge's own HTTP/2 engine: the tokio driver around the sans-IO core in
+//! `wedge_proto::h2::conn`.
+//!
+//! One task per connection owns the core, the streams and the transport, so no state is
+//! shared but each request body's inbox. Each pass reads what the socket has, lets the
+//! core turn it into events, polls every stream's handler and body, and writes the stage
+//! as one turn (DESIGN 4.2). A handler that parks is just a stream whose future is
+//! pending: everyone else's responses still leave in the same coalesced write (4.4).
+
+mod config;
+mod handler;
+mod request_body;
+mod response;
+mod write_queue;
+
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::watch;
+use tokio::time::{Instant, Sleep};
+use wedge_proto::h2::conn::{Connection, Event};
+use wedge_proto::h2::{ErrorCode, StreamId};
+
+pub use config::H2Config;
+pub use handler::{AppHandler, Handler};
+pub use request_body::{BodyGone, ConnStats, RequestBody};
+
+use crate::host::{App, RequestScheme};
+use request_body::Inbox;
+use response::{Outgoing, Progress};
+use write_queue::WriteQueue;
+
+/// Serves one HTTP/2 connection (h2c after the preface sniff, or h2 after ALPN) until
+/// the peer leaves, a connection error, a timeout, or `shutdown`: then GOAWAY names the
+/// last stream taken and the streams in flight finish.
+pub async fn serve<IO>(
+    io: IO,
+    app: Arc<App>,
+    scheme: RequestScheme,
+    shutdown: watch::Receiver<bool>,
+    config: Arc<H2Config>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let stats = Arc::new(ConnStats::default());
+    serve_with(io, AppHandler::new(app, scheme), shutdown, config, stats).await
+}
+
+/// [`serve`] with any [`Handler`], reporting into `stats`.
+pub async fn serve_with<IO, H>(
+    io: IO,
+    handler: H,
+    shutdown: watch::Receiver<bool>,
+    config: Arc<H2Config>,
+    stats: Arc<ConnStats>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Handler,
+{
+    let mut driver = Driver::new(io, handler, shutdown, config, stats);
+    std::future::poll_fn(|cx| driver.poll(cx)).await;
+}
+
+/// Read at most this much per read call.
+const READ_CHUNK: usize = 32 * 1024;
+/// Turns one poll may run before handing the thread back to the runtime.
+const TURNS_PER_POLL: usize = 16;
+/// Request body inboxes kept for reuse.
+const MAX_POOLED_BODIES: usize = 32;
+
+/// What a stream is waiting for.
+enum Phase<H: Handler> {
+    Handling(H::Future),
+    Sending(Outgoing<H::Body>),
+}
+
+struct Slot<H: Handler> {
+    id: StreamId,
+    phase: Phase<H>,
+    inbox: Option<Arc<Inbox>>,
+}
+
+/// Why the connection is closing without waiting for its streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closing {
+    No,
+    /// Flush what is staged (a GOAWAY), then end.
+    AfterFlush,
+}
+
+struct Driver<IO, H: Handler> {
+    io: IO,
+    handler: H,
+    config: Arc<H2Config>,
+    stats: Arc<ConnStats>,
+    conn: Connection,
+    read_buf: BytesMut,
+    events: Vec<Event>,
+    queue: WriteQueue,
+    slots: Vec<Slot<H>>,
+    bodies: Vec<Arc<Inbox>>,
+    shutdown: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    timer: Pin<Box<Sleep>>,
+    deadline: Option<Instant>,
+    /// When the current wait (handshake, head, idle, zero window) began.
+    since: Instant,
+    waiting_for: Wait,
+    closing: Closing,
+}
+
+/// What the connection's one timer is measuring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    Handshake,
+    Head,
+    Idle,
+    ZeroWindow,
+    Nothing,
+}
+
+impl<IO, H> Driver<IO, H>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+    H: Handler,
+{
+    fn new(
+        io: IO,
+        handler: H,
+        mut shutdown: watch::Receiver<bool>,
+        config: Arc<H2Config>,
+        stats: Arc<ConnStats>,
+    ) -> Self {
+        let mut queue = WriteQueue::default();
+        let conn = Connection::new(config.core(), queue.stage());
+        let now = Instant::now();
+        Driver {
+            io,
+            handler,
+            stats,
+            conn,
+            read_buf: BytesMut::with_capacity(READ_CHUNK),
+            events: Vec::new(),
+            queue,
+            slots: Vec::with_capacity(config.max_concurrent_streams as usize),
+            bodies: Vec::new(),
+            shutdown: Some(Box::pin(async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            })),
+            timer: Box::pin(tokio::time::sleep_until(now + config.handshake_timeout)),
+            deadline: Some(now + config.handshake_timeout),
+            since: now,
+            waiting_for: Wait::Handshake,
+            closing: Closing::No,
+            config,
+        }
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        for _ in 0..TURNS_PER_POLL {
+            self.poll_shutdown(cx);
+            let mut progress = self.closing == Closing::No && self.poll_read(cx);
+            if self.closing == Closing::No {
+                progress |= self.poll_streams(cx);
+            }
+            match self.queue.poll_write(&mut self.io, cx) {
+                Poll::Ready(Ok(turned)) => progress |= turned,
+                Poll::Ready(Err(err)) => {
+                    tracing::debug!("http/2 write failed: {err}");
+                    self.peer_gone();
+                    return Poll::Ready(());
+                }
+                Poll::Pending => {}
+            }
+            if self.finished() {
+                self.peer_gone();
+                return Poll::Ready(());
+            }
+            if self.poll_timer(cx) {
+                continue;
+            }
+            if !progress {
+                return Poll::Pending;
+            }
+        }
+        // Busy every turn: let the other connections on this worker run.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    fn finished(&self) -> bool {
+        let flushed = self.queue.is_empty();
+        match self.closing {
+            Closing::AfterFlush => flushed,
+            Closing::No => flushed && self.conn.is_done(),
+        }
+    }
+
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) {
+        if let Some(shutdown) = &mut self.shutdown
+            && shutdown.as_mut().poll(cx).is_ready()
+        {
+            self.shutdown = None;
+            self.conn.go_away(self.queue.stage());
+        }
+    }
+
+    /// Reads once and runs the core over the buffer; `true` if octets came in.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> bool {
+        self.read_buf.reserve(READ_CHUNK);
+        let spare = self.read_buf.spare_capacity_mut();
+        let mut buf = ReadBuf::uninit(&mut spare[..READ_CHUNK]);
+        match Pin::new(&mut self.io).poll_read(cx, &mut buf) {
+            Poll::Pending => return false,
+            Poll::Ready(Err(err)) => {
+                tracing::debug!("http/2 read failed: {err}");
+                self.close_now();
+                return true;
+            }
+            Poll::Ready(Ok(())) => {}
+        }
+        let n = buf.filled().len();
+        if n == 0 {
+            // The peer closed: nothing can reach it any more.
+            self.close_now();
+            return true;
+        }
+        // SAFETY: `poll_read` initialised the first `n` octets of the spare capacity.
+        unsafe { self.read_buf.set_len(self.read_buf.len() + n) };
+        let result = self
+            .conn
+            .recv(&self.read_buf, self.queue.stage(), &mut self.events);
+        match result {
+            Ok(used) => self.dispatch(used),
+            Err(err) => {
+                tracing::debug!("http/2 connection error: {:?}", err.0);
+                self.close_now();
+            }
+        }
+        true
+    }
+
+    /// Hands the events of `used` octets to their streams.
+    fn dispatch(&mut self, used: usize) {
+        let has_data = self.events.iter().any(|e| matches!(e, Event::Data { .. }));
+        // Body chunks are slices of what was read: no copy.
+        let read = if has_data {
+            Some(self.read_buf.split_to(used).freeze())
+        } else {
+            self.read_buf.advance(used);
+            None
+        };
+        let mut events = std::mem::take(&mut self.events);
+        for event in events.drain(..) {
+            match event {
+                Event::Request {
+                    stream,
+                    head,
+                    end_stream,
+                } => {
+                    let inbox = (!end_stream).then(|| self.rent_inbox());
+                    let body = match &inbox {
+                        Some(inbox) => RequestBody::new(inbox.clone()),
+                        None => RequestBody::empty(),
+                    };
+                    let call = catch_unwind(AssertUnwindSafe(|| self.handler.call(&head, body)));
+                    self.conn.give_back(head);
+                    match call {
+                        Ok(future) => self.slots.push(Slot {
+                            id: stream,
+                            phase: Phase::Handling(future),
+                            inbox,
+                        }),
+                        Err(_) => {
+                            tracing::error!("stream {}: the handler panicked", stream.get());
+                            self.conn
+                                .reset(stream, ErrorCode::InternalError, self.queue.stage());
+                        }
+                    }
+                }
+                Event::Data {
+                    stream,
+                    range,
+                    end_stream,
+                } => {
+                    let inbox = self
+                        .slots
+                        .iter()
+                        .find(|s| s.id == stream)
+                        .and_then(|s| s.inbox.as_ref());
+                    match (inbox, &read) {
+                        (Some(inbox), Some(read)) => inbox.push(read.slice(range), end_stream),
+                        // Nobody will read it: give the credit back now.
+                        _ => self.conn.release(stream, range.len(), self.queue.stage()),
+                    }
+                }
+                Event::Reset { stream, .. } => {
+                    if let Some(i) = self.slots.iter().position(|s| s.id == stream) {
+                        let slot = self.slots.swap_remove(i);
+                        self.retire(slot, request_body::BodyGone::Reset);
+                    }
+                }
+            }
+        }
+        self.events = events;
+    }
+
+    /// Polls every stream once; `true` if any staged something or finished.
+    fn poll_streams(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut progress = false;
+        let mut i = 0;
+        while i < self.slots.len() {
+            let done = self.poll_slot(i, cx);
+            progress |= done;
+            if done {
+                let slot = self.slots.swap_remove(i);
+                self.retire(slot, request_body::BodyGone::PeerGone);
+            } else {
+                i += 1;
+            }
+        }
+        progress
+    }
+
+    /// Drives one stream; `true` once its response has ended.
+    fn poll_slot(&mut self, i: usize, cx: &mut Context<'_>) -> bool {
+        let slot = &mut self.slots[i];
+        let id = slot.id;
+        if let Some(inbox) = &slot.inbox {
+            let read = inbox.take_consumed(cx.waker());
+            if read > 0 {
+                self.conn.release(id, read, self.queue.stage());
+            }
+        }
+        let before = self.queue.stage().len();
+        if let Phase::Handling(future) = &mut slot.phase {
+            let response = match catch_unwind(AssertUnwindSafe(|| Pin::new(future).poll(cx))) {
+                Ok(Poll::Pending) => return false,
+                Ok(Poll::Ready(response)) => response,
+                Err(_) => {
+                    tracing::error!("stream {}: the handler panicked", id.get());
+                    self.conn
+                        .reset(id, ErrorCode::InternalError, self.queue.stage());
+                    return true;
+                }
+            };
+            let (parts, body) = response.into_parts();
+            if response::send_head(&mut self.conn, id, &parts, &body, self.queue.stage()) {
+                return true;
+            }
+            slot.phase = Phase::Sending(Outgoing::new(body));
+        }
+        let Phase::Sending(outgoing) = &mut slot.phase else {
+            return false;
+        };
+        let bound = self.config.stream_send_buffer;
+        let pumped = catch_unwind(AssertUnwindSafe(|| {
+            outgoing.pump(&mut self.conn, id, &mut self.queue, bound, cx)
+        }));
+        match pumped {
+            Ok(Progress::Done) => true,
+            Ok(Progress::Parked) => {
+                let _ = before;
+                false
+            }
+            Err(_) => {
+                tracing::error!("stream {}: the response body panicked", id.get());
+                self.conn
+                    .reset(id, ErrorCode::InternalError, self.queue.stage());
+                true
+            }
+        }
+    }
+
+    /// A stream is over: its handler and body are dropped (a guest still running is
+    /// stopped), and its inbox, once nobody else holds it, is kept for the next stream.
+    fn retire(&mut self, slot: Slot<H>, why: request_body::BodyGone) {
+        let Some(inbox) = slot.inbox else { return };
+        inbox.fail(why);
+        drop(slot.phase);
+        if Arc::strong_count(&inbox) == 1 && self.bodies.len() < MAX_POOLED_BODIES {
+            inbox.reset();
+            self.bodies.push(inbox);
+        }
+    }
+
+    fn rent_inbox(&mut self) -> Arc<Inbox> {
+        self.bodies
+            .pop()
+            .unwrap_or_else(|| Inbox::new(self.stats.clone()))
+    }
+
+    /// Ends every stream at once; what is staged (a GOAWAY) is still flushed.
+    fn close_now(&mut self) {
+        self.closing = Closing::AfterFlush;
+        self.peer_gone();
+    }
+
+    /// Tells every stream the peer is gone: handlers and bodies dropped, readers woken.
+    fn peer_gone(&mut self) {
+        while let Some(slot) = self.slots.pop() {
+            self.retire(slot, request_body::BodyGone::PeerGone);
+        }
+    }
+
+    /// Re-arms the one timer for what the connection waits on; `true` if it fired.
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
+        let wait = self.current_wait();
+        if wait != self.waiting_for {
+            self.waiting_for = wait;
+            self.since = Instant::now();
+        }
+        let limit = match wait {
+            Wait::Handshake => Some(self.config.handshake_timeout),
+            Wait::Head => Some(self.config.header_read_timeout),
+            Wait::Idle => Some(self.config.idle_timeout),
+            Wait::ZeroWindow => Some(self.config.zero_window_timeout),
+            Wait::Nothing => None,
+        };
+        let deadline = limit.map(|limit| self.since + limit);
+        if deadline != self.deadline {
+            self.deadline = deadline;
+            if let Some(deadline) = deadline {
+                self.timer.as_mut().reset(deadline);
+            }
+        }
+        if deadline.is_none() || self.timer.as_mut().poll(cx).is_pending() {
+            return false;
+        }
+        tracing::debug!("http/2 connection timed out waiting: {wait:?}");
+        self.deadline = None;
+        self.conn.go_away(self.queue.stage());
+        if wait != Wait::Idle {
+            self.close_now();
+        }
+        true
+    }
+
+    fn current_wait(&mut self) -> Wait {
+        if self.conn.in_handshake() {
+            return Wait::Handshake;
+        }
+        if self.conn.reading_head() {
+            return Wait::Head;
+        }
+        if self.slots.is_empty() {
+            return Wait::Idle;
+        }
+        let conn = &mut self.conn;
+        let all_stalled = self.slots.iter().all(|slot| match &slot.phase {
+            Phase::Sending(outgoing) => outgoing.is_stalled(conn, slot.id),
+            Phase::Handling(_) => false,
+        });
+        if all_stalled {
+            Wait::ZeroWindow
+        } else {
+            Wait::Nothing
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The request body as the handler sees it (DESIGN 4.1): DATA the connection buffered,
+//! handed out as the handler polls. What it takes is reported back to the connection,
+//! which re-opens the stream window by that much — so a handler that never reads holds
+//! at most one window and the peer stops sending.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+use http_body::{Body, Frame};
+
+/// Counters a connection keeps; tests read them to assert on memory, not on time.
+#[derive(Debug, Default)]
+pub struct ConnStats {
+    /// Request body octets buffered and not yet read by handlers, now.
+    pub buffered: AtomicUsize,
+    /// The most that were ever buffered at once.
+    pub peak_buffered: AtomicUsize,
+}
+
+impl ConnStats {
+    fn add(&self, n: usize) {
+        let now = self.buffered.fetch_add(n, Ordering::Relaxed) + n;
+        self.peak_buffered.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn sub(&self, n: usize) {
+        self.buffered.fetch_sub(n, Ordering::Relaxed);
+    }
+}
+
+/// Why a request body ended before its END_STREAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyGone {
+    /// The connection failed or closed.
+    PeerGone,
+    /// The client reset the stream.
+    Reset,
+}
+
+impl std::fmt::Display for BodyGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BodyGone::PeerGone => "the peer is gone",
+            BodyGone::Reset => "the client reset the stream",
+        })
+    }
+}
+
+impl std::error::Error for BodyGone {}
+
+impl From<BodyGone> for wasmtime_wasi_http::Error {
+    fn from(_: BodyGone) -> Self {
+        wasmtime_wasi_http::Error::ConnectionTerminated
+    }
+}
+
+#[derive(Default)]
+struct State {
+    chunks: VecDeque<Bytes>,
+    ended: bool,
+    gone: Option<BodyGone>,
+    /// Read by the handler, not yet reported to the connection.
+    consumed: usize,
+    reader: Option<Waker>,
+    connection: Option<Waker>,
+}
+
+/// What the connection and the handler share for one stream's body. Pooled by the
+/// connection, reused only once the handler has dropped its [`RequestBody`].
+pub(super) struct Inbox {
+    state: Mutex<State>,
+    stats: Arc<ConnStats>,
+}
+
+impl Inbox {
+    pub(super) fn new(stats: Arc<ConnStats>) -> Arc<Inbox> {
+        Arc::new(Inbox {
+            state: Mutex::default(),
+            stats,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A handler that panicked while polling cannot leave the queue half-changed.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// DATA arrived; `end` with END_STREAM.
+    pub(super) fn push(&self, chunk: Bytes, end: bool) {
+        let mut state = self.lock();
+        if !chunk.is_empty() {
+            self.stats.add(chunk.len());
+            state.chunks.push_back(chunk);
+        }
+        state.ended |= end;
+        if let Some(reader) = state.reader.take() {
+            reader.wake();
+        }
+    }
+
+    /// The body will not complete; unread octets are dropped.
+    pub(super) fn fail(&self, why: BodyGone) {
+        let mut state = self.lock();
+        let dropped: usize = state.chunks.drain(..).map(|c| c.len()).sum();
+        self.stats.sub(dropped);
+        if !state.ended {
+            state.gone = Some(why);
+        }
+        if let Some(reader) = state.reader.take() {
+            reader.wake();
+        }
+    }
+
+    /// Octets the handler read since last asked; the connection registers to hear of more.
+    pub(super) fn take_consumed(&self, connection: &Waker) -> usize {
+        let mut state = self.lock();
+        if !state
+            .connection
+            .as_ref()
+            .is_some_and(|w| w.will_wake(connection))
+        {
+            state.connection = Some(connection.clone());
+        }
+        std::mem::take(&mut state.consumed)
+    }
+
+    /// Forgets everything before the next stream uses it.
+    pub(super) fn reset(&self) {
+        let mut state = self.lock();
+        let dropped: usize = state.chunks.drain(..).map(|c| c.len()).sum();
+        self.stats.sub(dropped);
+        state.ended = false;
+        state.gone = None;
+        state.consumed = 0;
+        state.reader = None;
+        state.connection = None;
+    }
+}
+
+/// A request body fed by the connection; reading it is what lets the client send more.
+pub struct RequestBody {
+    inbox: Option<Arc<Inbox>>,
+}
+
+impl RequestBody {
+    /// A body with nothing in it (the request ended with its HEADERS).
+    pub fn empty() -> Self {
+        RequestBody { inbox: None }
+    }
+
+    pub(super) fn new(inbox: Arc<Inbox>) -> Self {
+        RequestBody { inbox: Some(inbox) }
+    }
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = BodyGone;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyGone>>> {
+        let Some(inbox) = &self.inbox else {
+            return Poll::Ready(None);
+        };
+        let mut state = inbox.lock();
+        if let Some(chunk) = state.chunks.pop_front() {
+            inbox.stats.sub(chunk.len());
+            state.consumed += chunk.len();
+            if let Some(connection) = state.connection.take() {
+                connection.wake();
+            }
+            return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
+        if let Some(gone) = state.gone {
+            return Poll::Ready(Some(Err(gone)));
+        }
+        if state.ended {
+            return Poll::Ready(None);
+        }
+        if !state
+            .reader
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            state.reader = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.inbox {
+            None => true,
+            Some(inbox) => {
+                let state = inbox.lock();
+                state.ended && state.chunks.is_empty()
+            }
+        }
+    }
+}

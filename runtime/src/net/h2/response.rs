@@ -1,0 +1,139 @@
+//! A response on its way out (DESIGN 4.1): the head as soon as the handler answers, then
+//! the body, taken from the handler only while the stream and connection windows are
+//! open. Between the body and the wire sits one chunk: with wasmtime's own one-chunk
+//! buffer that is about two DATA frames per stream, whatever the guest does.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use http::HeaderMap;
+use http_body::Body;
+use wedge_proto::h2::conn::Connection;
+use wedge_proto::h2::{ErrorCode, StreamId};
+
+use super::write_queue::{TurnWaiter, WriteQueue};
+
+/// Fields that mean something only to one HTTP/1.1 connection (RFC 9113 §8.2.2); a
+/// handler's response may carry them, HTTP/2 must not.
+fn is_connection_specific(name: &http::HeaderName) -> bool {
+    use http::header::{CONNECTION, TRANSFER_ENCODING, UPGRADE};
+    name == CONNECTION
+        || name == TRANSFER_ENCODING
+        || name == UPGRADE
+        || name.as_str() == "keep-alive"
+        || name.as_str() == "proxy-connection"
+}
+
+fn fields(headers: &HeaderMap) -> impl Iterator<Item = (&[u8], &[u8])> {
+    headers
+        .iter()
+        .filter(|(name, _)| !is_connection_specific(name))
+        .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()))
+}
+
+/// Stages the response head; `true` when the response ended with it.
+pub(super) fn send_head<B: Body>(
+    conn: &mut Connection,
+    id: StreamId,
+    parts: &http::response::Parts,
+    body: &B,
+    out: &mut Vec<u8>,
+) -> bool {
+    let end = body.is_end_stream();
+    conn.send_head(id, parts.status.as_u16(), fields(&parts.headers), end, out);
+    end
+}
+
+/// How far a body got this pass.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Progress {
+    /// Waiting: on the handler, on flow credit, or on the next turn.
+    Parked,
+    /// The response ended (END_STREAM or a reset went out).
+    Done,
+}
+
+/// A response body and the chunk taken from it but not yet all sent.
+pub(super) struct Outgoing<B> {
+    body: B,
+    pending: Bytes,
+    pub(super) waiter: TurnWaiter,
+}
+
+impl<B> Outgoing<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    pub(super) fn new(body: B) -> Self {
+        Outgoing {
+            body,
+            pending: Bytes::new(),
+            waiter: TurnWaiter::default(),
+        }
+    }
+
+    /// Whether it holds octets it cannot send for want of credit.
+    pub(super) fn is_stalled(&self, conn: &mut Connection, id: StreamId) -> bool {
+        !self.pending.is_empty() && conn.send_credit(id) == 0
+    }
+
+    /// Moves as much of the body as credit and the turn allow into the write queue.
+    pub(super) fn pump(
+        &mut self,
+        conn: &mut Connection,
+        id: StreamId,
+        queue: &mut WriteQueue,
+        bound: usize,
+        cx: &mut Context<'_>,
+    ) -> Progress {
+        loop {
+            let allowance = queue.allowance(&self.waiter, bound);
+            let credit = conn.send_credit(id).min(allowance);
+            if credit == 0 {
+                if !conn.is_sending(id) {
+                    return Progress::Done;
+                }
+                return Progress::Parked;
+            }
+            if !self.pending.is_empty() {
+                let n = credit.min(self.pending.len());
+                let end = n == self.pending.len() && self.body.is_end_stream();
+                conn.send_data(id, &self.pending[..n], end, queue.stage());
+                queue.staged(&mut self.waiter, n);
+                self.pending.advance(n);
+                if end {
+                    return Progress::Done;
+                }
+                continue;
+            }
+            // Only now, with credit to spend, is the next chunk taken (DESIGN 4.1).
+            match Pin::new(&mut self.body).poll_frame(cx) {
+                Poll::Pending => return Progress::Parked,
+                Poll::Ready(None) => {
+                    conn.send_data(id, &[], true, queue.stage());
+                    return Progress::Done;
+                }
+                Poll::Ready(Some(Err(err))) => {
+                    tracing::debug!("stream {}: response body failed: {err}", id.get());
+                    conn.reset(id, ErrorCode::InternalError, queue.stage());
+                    return Progress::Done;
+                }
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => self.pending = data,
+                    Err(frame) => {
+                        if let Ok(trailers) = frame.into_trailers() {
+                            conn.send_trailers(id, fields(&trailers), queue.stage());
+                        }
+                        return Progress::Done;
+                    }
+                },
+            }
+            if self.pending.is_empty() && self.body.is_end_stream() {
+                conn.send_data(id, &[], true, queue.stage());
+                return Progress::Done;
+            }
+        }
+    }
+}
