@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use crate::host::{self, App, ArtifactCache, Limits, PoolConfig};
+use crate::net::h2::H2Config;
 use crate::net::{Listeners, cert, tls};
 
 #[derive(Args)]
@@ -114,6 +115,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         listeners
             .serve(
                 Arc::new(app),
+                Arc::new(H2Config::default()),
                 acceptor,
                 shutdown_signal(),
                 args.drain_timeout,

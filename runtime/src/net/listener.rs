@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use super::h2::H2Config;
 use super::rewind::Rewind;
 use super::sniff::{Cleartext, sniff};
 use super::tls::{self, Negotiated};
@@ -32,6 +33,7 @@ pub struct Listeners {
 #[derive(Clone)]
 struct Shared {
     app: Arc<App>,
+    h2: Arc<H2Config>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -72,6 +74,7 @@ impl Listeners {
     pub async fn serve(
         self,
         app: Arc<App>,
+        h2: Arc<H2Config>,
         acceptor: Option<TlsAcceptor>,
         stop: impl Future<Output = ()>,
         drain: Duration,
@@ -83,6 +86,7 @@ impl Listeners {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let shared = Shared {
             app,
+            h2,
             shutdown: shutdown_rx,
         };
         let mut connections = JoinSet::new();
@@ -194,12 +198,9 @@ where
     super::h1::serve(io, shared.app, scheme, shared.shutdown).await
 }
 
-/// HTTP/2 is not served until wedge's own engine lands; TLS does not offer
-/// `h2` by ALPN until then, and an h2c preface is answered by closing.
-async fn serve_h2<IO>(io: IO, _shared: Shared, _scheme: RequestScheme)
+async fn serve_h2<IO>(io: IO, shared: Shared, scheme: RequestScheme)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    tracing::debug!("closing an HTTP/2 connection: the HTTP/2 engine is not built yet");
-    drop(io);
+    super::h2::serve(io, shared.app, scheme, shared.shutdown, shared.h2).await
 }

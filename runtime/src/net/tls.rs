@@ -27,8 +27,7 @@ pub fn acceptor(key: CertifiedKey) -> Result<TlsAcceptor> {
         .with_no_client_auth()
         .with_single_cert(key.chain, key.key)
         .context("the TLS certificate and key do not fit together")?;
-    // `h2` joins once wedge's own HTTP/2 engine serves it.
-    config.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
+    config.alpn_protocols = vec![ALPN_H2.to_vec(), ALPN_HTTP11.to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
