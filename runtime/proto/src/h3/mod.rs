@@ -2,6 +2,7 @@
 //! (RFC 9204), the error codes they report, and the server connection core that a QUIC
 //! driver feeds with stream octets.
 
+pub mod conn;
 pub mod error;
 pub mod frame;
 pub mod qpack;

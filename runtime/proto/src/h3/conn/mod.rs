@@ -1,0 +1,276 @@
+//! The server side of one HTTP/3 connection (RFC 9114), sans IO.
+//!
+//! The QUIC driver feeds what each stream delivered through [`Connection::recv`] (with
+//! FIN) and reports peer resets through [`Connection::reset`]; the connection reports
+//! requests, body octets, trailers, ends and errors as [`Event`]s. What we send is
+//! appended to the caller's buffer for the stream it belongs to: our control stream's
+//! opening ([`Connection::open_control_stream`]) and GOAWAY ([`Connection::goaway`]),
+//! response heads and trailers ([`Connection::send_headers`]) and DATA heads
+//! ([`frame::encode_data_head`]). Nothing here reads a clock or a socket.
+
+mod control;
+mod pool;
+mod request;
+mod uni;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use core::ops::Range;
+
+pub use pool::{MAX_POOLED, MAX_POOLED_ARENA, MAX_POOLED_FIELDS, RequestHead};
+
+use crate::h3::error::{ErrorCode, H3Error};
+use crate::h3::frame::{self, Setting};
+use crate::h3::qpack::{self, DEFAULT_MAX_FIELD_SECTION_SIZE};
+use crate::h3::varint;
+
+use control::ControlStream;
+use pool::{Pools, RequestStream};
+use uni::PendingUni;
+
+/// What a connection enforces and advertises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// SETTINGS_MAX_FIELD_SECTION_SIZE: the largest request head or trailers we take.
+    pub max_field_section_size: u64,
+}
+
+impl Default for Config {
+    /// A 16 KiB field section limit.
+    fn default() -> Self {
+        Config {
+            max_field_section_size: DEFAULT_MAX_FIELD_SECTION_SIZE as u64,
+        }
+    }
+}
+
+/// What the peer's octets meant.
+#[derive(Debug)]
+pub enum Event {
+    /// A valid request head. Give it back with [`Connection::give_back`] once the handler
+    /// no longer looks at it.
+    Request {
+        /// The request stream.
+        stream: u64,
+        /// The head.
+        head: RequestHead,
+    },
+    /// Request body octets at `range` of the input given to [`Connection::recv`].
+    Data {
+        /// The request stream.
+        stream: u64,
+        /// Where the octets are in the input.
+        range: Range<usize>,
+    },
+    /// The request's trailers (fields only). Give them back like a head.
+    Trailers {
+        /// The request stream.
+        stream: u64,
+        /// The trailer fields.
+        trailers: RequestHead,
+    },
+    /// The request is complete: its stream ended cleanly and its body matched any
+    /// content-length.
+    End {
+        /// The request stream.
+        stream: u64,
+    },
+    /// The request stream failed: send STOP_SENDING and RESET_STREAM with `code`, and
+    /// feed it no more. A request already handed out is void.
+    StreamError {
+        /// The request stream.
+        stream: u64,
+        /// The code to send.
+        code: ErrorCode,
+    },
+    /// A unidirectional stream of a type we do not use (§6.2.3): stop reading it with
+    /// STOP_SENDING(`code`), and feed it no more.
+    StopSending {
+        /// The stream.
+        stream: u64,
+        /// The code to send.
+        code: ErrorCode,
+    },
+    /// The client sent GOAWAY: it is closing; `id` is the push id it last takes (§5.2).
+    PeerGoaway {
+        /// The push id.
+        id: u64,
+    },
+}
+
+/// The connection failed: close it with this application error code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionError(pub ErrorCode);
+
+/// Who opened a stream and which way it goes: its id's two low bits (RFC 9000 §2.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StreamKind {
+    /// Client-initiated bidirectional: a request.
+    Request,
+    /// Client-initiated unidirectional: control, QPACK, push or unknown, by its type.
+    ClientUni,
+    /// One of ours: the peer cannot send on it.
+    Ours,
+}
+
+fn stream_kind(id: u64) -> StreamKind {
+    match id & 0x3 {
+        0x0 => StreamKind::Request,
+        0x2 => StreamKind::ClientUni,
+        _ => StreamKind::Ours,
+    }
+}
+
+/// The server side of one connection.
+pub struct Connection {
+    config: Config,
+    failed: Option<ErrorCode>,
+    decoder: qpack::Decoder,
+    encoder: qpack::Encoder,
+    /// The client's control stream, once its type arrived.
+    control: Option<ControlStream>,
+    /// The client's QPACK encoder and decoder streams, once their types arrived.
+    qpack_encoder_stream: Option<u64>,
+    qpack_decoder_stream: Option<u64>,
+    /// Unidirectional streams whose type has not arrived whole.
+    pending_uni: Vec<PendingUni>,
+    /// Request streams still receiving.
+    requests: Vec<RequestStream>,
+    pools: Pools,
+    /// The lowest request stream id not yet seen: our GOAWAY's id.
+    next_request: u64,
+    /// The id our GOAWAY carried: request streams from it on are rejected.
+    goaway_sent: Option<u64>,
+    /// The push id of the client's last GOAWAY: later ones must not increase it.
+    peer_goaway: Option<u64>,
+    /// The client's MAX_PUSH_ID: it must not decrease; CANCEL_PUSH may not pass it.
+    max_push_id: Option<u64>,
+    /// The encoded field section being built.
+    section: Vec<u8>,
+}
+
+impl Connection {
+    /// A connection that enforces `config`.
+    pub fn new(config: Config) -> Self {
+        Connection {
+            decoder: qpack::Decoder::new(
+                usize::try_from(config.max_field_section_size).unwrap_or(usize::MAX),
+            ),
+            encoder: qpack::Encoder::default(),
+            config,
+            failed: None,
+            control: None,
+            qpack_encoder_stream: None,
+            qpack_decoder_stream: None,
+            pending_uni: Vec::new(),
+            requests: Vec::new(),
+            pools: Pools::default(),
+            next_request: 0,
+            goaway_sent: None,
+            peer_goaway: None,
+            max_push_id: None,
+            section: Vec::new(),
+        }
+    }
+
+    /// Appends the opening of our control stream: its type and our SETTINGS (§6.2.1).
+    /// Send it first thing on a new unidirectional stream, and never finish that stream.
+    /// QPACK capacity and blocked streams stay at their default 0, so we open no QPACK
+    /// streams (RFC 9204 §4.2).
+    pub fn open_control_stream(&self, out: &mut Vec<u8>) {
+        varint::encode(uni::CONTROL, out);
+        frame::encode_settings(
+            &[Setting::MaxFieldSectionSize(
+                self.config.max_field_section_size,
+            )],
+            out,
+        );
+    }
+
+    /// Takes what stream `stream` delivered, `fin` if the peer finished it there. Events
+    /// are appended to `events`; `Event::Data` ranges point into `input`, which is taken
+    /// whole (a partial frame is kept).
+    pub fn recv(
+        &mut self,
+        stream: u64,
+        input: &[u8],
+        fin: bool,
+        events: &mut Vec<Event>,
+    ) -> Result<(), ConnectionError> {
+        if let Some(code) = self.failed {
+            return Err(ConnectionError(code));
+        }
+        let result = match stream_kind(stream) {
+            StreamKind::Request => self.recv_request(stream, input, fin, events),
+            StreamKind::ClientUni => self.recv_uni(stream, input, fin, events),
+            StreamKind::Ours => Err(H3Error::Connection(ErrorCode::StreamCreationError)),
+        };
+        self.check(result)
+    }
+
+    /// The peer reset stream `stream` (RESET_STREAM). A request's state is dropped; the
+    /// driver still owns any head it was given. Resetting a critical stream fails the
+    /// connection (§6.2.1, RFC 9204 §4.2).
+    pub fn reset(&mut self, stream: u64) -> Result<(), ConnectionError> {
+        if let Some(code) = self.failed {
+            return Err(ConnectionError(code));
+        }
+        if let Some(i) = self.requests.iter().position(|s| s.id == stream) {
+            self.retire(i);
+        }
+        self.pending_uni.retain(|p| p.id != stream);
+        let result = match self.uni_stream(stream) {
+            Some(_) => Err(H3Error::Connection(ErrorCode::ClosedCriticalStream)),
+            None => Ok(()),
+        };
+        self.check(result)
+    }
+
+    /// Starts a graceful shutdown (§5.2): appends a GOAWAY to our control stream's bytes.
+    /// Requests on streams already seen are still served; later ones are rejected with
+    /// H3_REQUEST_REJECTED. Calling it again never raises the id.
+    pub fn goaway(&mut self, control_out: &mut Vec<u8>) {
+        let id = self
+            .goaway_sent
+            .map_or(self.next_request, |sent| sent.min(self.next_request));
+        self.goaway_sent = Some(id);
+        frame::encode_goaway(id, control_out);
+    }
+
+    /// Appends a HEADERS frame for a response head (`:status` first) or trailers to a
+    /// request stream's bytes.
+    pub fn send_headers<'f>(
+        &mut self,
+        fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
+        out: &mut Vec<u8>,
+    ) {
+        self.section.clear();
+        self.encoder.encode(fields, &mut self.section);
+        frame::encode_headers(&self.section, out);
+    }
+
+    /// Takes back a head or trailers from an event, for the next request to reuse.
+    pub fn give_back(&mut self, head: RequestHead) {
+        self.pools.give_back_head(head);
+    }
+
+    /// Records a connection error: every later call reports it.
+    fn check(&mut self, result: Result<(), H3Error>) -> Result<(), ConnectionError> {
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let code = e.code();
+                self.failed = Some(code);
+                Err(ConnectionError(code))
+            }
+        }
+    }
+
+    /// Drops a finished request stream's state into the pool.
+    fn retire(&mut self, index: usize) {
+        let stream = self.requests.swap_remove(index);
+        self.pools.give_back_stream(stream);
+    }
+}

@@ -1,0 +1,310 @@
+//! Pooled request state (DESIGN.md §4.3): a finished request's head — pseudo-headers,
+//! field list and the arena their octets live in — and a finished stream's frame state go
+//! back to their connection, are reset, and serve the next stream, so a warm connection
+//! takes a request without allocating.
+
+use core::ops::Range;
+
+use crate::h3::frame::FrameReader;
+
+/// At most this many of each kind wait in a connection's pool.
+pub const MAX_POOLED: usize = 32;
+/// A head whose field list grew past this many entries is not kept: a peer's thousands of
+/// field lines must not stay pinned to the connection.
+pub const MAX_POOLED_FIELDS: usize = 64;
+/// A head whose arena, or a stream whose frame buffer, grew past this many octets is not
+/// kept.
+pub const MAX_POOLED_ARENA: usize = 4 * 1024;
+
+type Span = Range<u32>;
+
+/// A request's head (or its trailers: fields only), its octets in one arena. Valid until
+/// given back with [`Connection::give_back`](super::Connection::give_back).
+#[derive(Debug, Default)]
+pub struct RequestHead {
+    arena: Vec<u8>,
+    method: Span,
+    scheme: Span,
+    authority: Option<Span>,
+    path: Span,
+    fields: Vec<(Span, Span)>,
+    content_length: Option<u64>,
+}
+
+/// The request pseudo-header fields (RFC 9114 §4.3.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pseudo {
+    Method,
+    Scheme,
+    Authority,
+    Path,
+}
+
+impl RequestHead {
+    /// `:method`.
+    pub fn method(&self) -> &[u8] {
+        self.get(&self.method)
+    }
+
+    /// `:scheme` (empty for CONNECT).
+    pub fn scheme(&self) -> &[u8] {
+        self.get(&self.scheme)
+    }
+
+    /// `:authority`, if sent (a request may carry `host` instead).
+    pub fn authority(&self) -> Option<&[u8]> {
+        self.authority.as_ref().map(|s| self.get(s))
+    }
+
+    /// `:path` (empty for CONNECT).
+    pub fn path(&self) -> &[u8] {
+        self.get(&self.path)
+    }
+
+    /// The regular fields in order, names lowercase.
+    pub fn fields(&self) -> impl ExactSizeIterator<Item = (&[u8], &[u8])> {
+        self.fields.iter().map(|(n, v)| (self.get(n), self.get(v)))
+    }
+
+    /// The `content-length` the peer declared, if any.
+    pub fn content_length(&self) -> Option<u64> {
+        self.content_length
+    }
+
+    /// Where the arena's octets are: tests tell a reused head by it.
+    #[cfg(test)]
+    pub(super) fn arena_ptr(&self) -> *const u8 {
+        self.arena.as_ptr()
+    }
+
+    fn get(&self, span: &Span) -> &[u8] {
+        &self.arena[span.start as usize..span.end as usize]
+    }
+
+    fn push(&mut self, octets: &[u8]) -> Span {
+        let start = self.arena.len() as u32;
+        self.arena.extend_from_slice(octets);
+        start..self.arena.len() as u32
+    }
+
+    /// Whether this pseudo-header was given (values are never empty).
+    pub(super) fn has(&self, pseudo: Pseudo) -> bool {
+        match pseudo {
+            Pseudo::Method => !self.method.is_empty(),
+            Pseudo::Scheme => !self.scheme.is_empty(),
+            Pseudo::Authority => self.authority.is_some(),
+            Pseudo::Path => !self.path.is_empty(),
+        }
+    }
+
+    pub(super) fn set_pseudo(&mut self, pseudo: Pseudo, value: &[u8]) {
+        let span = self.push(value);
+        match pseudo {
+            Pseudo::Method => self.method = span,
+            Pseudo::Scheme => self.scheme = span,
+            Pseudo::Authority => self.authority = Some(span),
+            Pseudo::Path => self.path = span,
+        }
+    }
+
+    pub(super) fn push_field(&mut self, name: &[u8], value: &[u8]) {
+        let name = self.push(name);
+        let value = self.push(value);
+        self.fields.push((name, value));
+    }
+
+    pub(super) fn set_content_length(&mut self, len: u64) {
+        self.content_length = Some(len);
+    }
+
+    /// Forgets everything, keeping the allocations.
+    fn reset(&mut self) {
+        self.arena.clear();
+        self.fields.clear();
+        self.method = 0..0;
+        self.scheme = 0..0;
+        self.authority = None;
+        self.path = 0..0;
+        self.content_length = None;
+    }
+
+    /// Whether keeping it would pin more memory than a typical request needs.
+    fn too_big_to_keep(&self) -> bool {
+        self.fields.capacity() > MAX_POOLED_FIELDS || self.arena.capacity() > MAX_POOLED_ARENA
+    }
+}
+
+/// The receiving half of a request stream: where it is in the request (RFC 9114 §4.1)
+/// and its frame state.
+#[derive(Debug, Default)]
+pub(super) struct RequestStream {
+    pub(super) id: u64,
+    pub(super) phase: Phase,
+    pub(super) reader: FrameReader,
+    pub(super) content_length: Option<u64>,
+    /// DATA payload octets announced so far.
+    pub(super) received: u64,
+}
+
+/// Where a request stream is in the message (§4.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Phase {
+    #[default]
+    Head,
+    Body,
+    /// Trailers arrived: only the end of the stream may follow.
+    Trailers,
+}
+
+impl RequestStream {
+    fn reset(&mut self) {
+        self.id = 0;
+        self.phase = Phase::Head;
+        self.reader.reset();
+        self.content_length = None;
+        self.received = 0;
+    }
+
+    fn too_big_to_keep(&self) -> bool {
+        self.reader.buffer_capacity() > MAX_POOLED_ARENA
+    }
+}
+
+/// A connection's pools. Only the connection rents and returns: a head is owned by
+/// whoever holds it, so one a handler still reads cannot be here.
+#[derive(Debug, Default)]
+pub(super) struct Pools {
+    heads: Vec<RequestHead>,
+    streams: Vec<RequestStream>,
+}
+
+impl Pools {
+    /// A clean head, reused when one is pooled.
+    pub(super) fn rent_head(&mut self) -> RequestHead {
+        self.heads.pop().unwrap_or_default()
+    }
+
+    /// Takes a head back, reset, unless the pool is full or the head grew too big.
+    pub(super) fn give_back_head(&mut self, mut head: RequestHead) {
+        if head.too_big_to_keep() {
+            return;
+        }
+        head.reset();
+        keep(&mut self.heads, head);
+    }
+
+    /// A clean stream state for `id`, reused when one is pooled.
+    pub(super) fn rent_stream(&mut self, id: u64) -> RequestStream {
+        let mut stream = self.streams.pop().unwrap_or_default();
+        stream.id = id;
+        stream
+    }
+
+    /// Takes a finished stream's state back, reset, under the same bounds as heads.
+    pub(super) fn give_back_stream(&mut self, mut stream: RequestStream) {
+        if stream.too_big_to_keep() {
+            return;
+        }
+        stream.reset();
+        keep(&mut self.streams, stream);
+    }
+
+    #[cfg(test)]
+    pub(super) fn heads(&self) -> usize {
+        self.heads.len()
+    }
+
+    #[cfg(test)]
+    pub(super) fn streams(&self) -> usize {
+        self.streams.len()
+    }
+}
+
+/// Pools `item` unless `MAX_POOLED` wait already; the pool's own array is sized once.
+fn keep<T>(pool: &mut Vec<T>, item: T) {
+    if pool.len() >= MAX_POOLED {
+        return;
+    }
+    if pool.capacity() == 0 {
+        pool.reserve_exact(MAX_POOLED);
+    }
+    pool.push(item);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head_with(fields: usize, value_len: usize) -> RequestHead {
+        let mut head = RequestHead::default();
+        head.set_pseudo(Pseudo::Method, b"POST");
+        head.set_pseudo(Pseudo::Authority, b"example.com");
+        head.set_content_length(7);
+        for _ in 0..fields {
+            head.push_field(b"x", &vec![b'v'; value_len]);
+        }
+        head
+    }
+
+    #[test]
+    fn a_returned_head_comes_back_clean() {
+        let mut pools = Pools::default();
+        let head = head_with(3, 10);
+        let arena = head.arena.as_ptr();
+        pools.give_back_head(head);
+        let head = pools.rent_head();
+        assert_eq!(head.arena.as_ptr(), arena, "the same allocation is reused");
+        assert_eq!(head.method(), b"");
+        assert_eq!(head.authority(), None);
+        assert_eq!(head.content_length(), None);
+        assert_eq!(head.fields().len(), 0);
+    }
+
+    #[test]
+    fn keeps_at_most_32_of_each() {
+        let mut pools = Pools::default();
+        for i in 0..MAX_POOLED as u64 + 5 {
+            pools.give_back_head(head_with(1, 1));
+            pools.give_back_stream(RequestStream {
+                id: i * 4,
+                ..RequestStream::default()
+            });
+        }
+        assert_eq!(pools.heads(), MAX_POOLED);
+        assert_eq!(pools.streams(), MAX_POOLED);
+        assert_eq!(pools.rent_stream(8).id, 8);
+    }
+
+    #[test]
+    fn keeps_64_fields_but_not_65() {
+        let mut pools = Pools::default();
+        let mut head = RequestHead::default();
+        head.fields.reserve_exact(MAX_POOLED_FIELDS);
+        for _ in 0..MAX_POOLED_FIELDS {
+            head.push_field(b"a", b"b");
+        }
+        pools.give_back_head(head);
+        assert_eq!(pools.heads(), 1);
+        let mut head = pools.rent_head();
+        for _ in 0..=MAX_POOLED_FIELDS {
+            head.push_field(b"a", b"b");
+        }
+        pools.give_back_head(head);
+        assert_eq!(pools.heads(), 0);
+    }
+
+    #[test]
+    fn keeps_a_4_kib_arena_but_not_a_bigger_one() {
+        let mut pools = Pools::default();
+        let mut head = RequestHead::default();
+        head.arena.reserve_exact(MAX_POOLED_ARENA);
+        head.push_field(&[b'n'; 10], &vec![b'v'; MAX_POOLED_ARENA - 10]);
+        assert_eq!(head.arena.capacity(), MAX_POOLED_ARENA);
+        pools.give_back_head(head);
+        assert_eq!(pools.heads(), 1);
+        let mut head = pools.rent_head();
+        head.push_field(b"n", &vec![b'v'; MAX_POOLED_ARENA]);
+        pools.give_back_head(head);
+        assert_eq!(pools.heads(), 0);
+    }
+}

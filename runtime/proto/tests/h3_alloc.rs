@@ -1,0 +1,153 @@
+//! A warm HTTP/3 connection takes a request without allocating any of the core's objects
+//! (DESIGN.md §4.3): the request's frames and field section decoded into a pooled head,
+//! its body handed out, the response head encoded, counted with a counting global
+//! allocator on this thread. Same pattern as `alloc.rs` for HTTP/2.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use wedge_proto::h3::conn::{Config, Connection, Event};
+use wedge_proto::h3::frame::{Setting, encode_data_head, encode_headers, encode_settings};
+use wedge_proto::h3::qpack::Encoder;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count() {
+    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
+
+// SAFETY: forwards to the system allocator, only counting calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
+
+/// What a driver keeps for a connection's whole life besides the core.
+struct Driver {
+    conn: Connection,
+    events: Vec<Event>,
+    out: Vec<u8>,
+}
+
+impl Driver {
+    /// Serves one request arriving on `stream` as two reads, returning its field count.
+    fn serve(&mut self, stream: u64, wire: &[u8], status: &[u8], request_id: &[u8]) -> usize {
+        let (first, second) = wire.split_at(wire.len() / 2);
+        let mut fields = 0;
+        let mut body = 0;
+        for (input, fin) in [(first, false), (second, true)] {
+            self.conn
+                .recv(stream, input, fin, &mut self.events)
+                .unwrap();
+            for event in self.events.drain(..) {
+                match event {
+                    Event::Request { head, .. } => {
+                        fields += 4 + head.fields().len();
+                        self.conn.give_back(head);
+                    }
+                    Event::Data { range, .. } => body += range.len(),
+                    Event::End { .. } => {}
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        assert_eq!(body, 2);
+        let response: [(&[u8], &[u8]); 4] = [
+            (b":status", status),
+            (b"content-type", b"application/json"),
+            (b"x-request-id", request_id),
+            (b"server", b"wedge"),
+        ];
+        self.out.clear();
+        self.conn.send_headers(response, &mut self.out);
+        encode_data_head(2, &mut self.out);
+        self.out.extend_from_slice(b"{}");
+        fields
+    }
+}
+
+/// A request as a client's QPACK encoder would send it: HEADERS and a DATA.
+fn request(path: &str, id: &str) -> Vec<u8> {
+    let fields: [(&[u8], &[u8]); 7] = [
+        (b":method", b"POST"),
+        (b":scheme", b"https"),
+        (b":authority", b"api.example.com"),
+        (b":path", path.as_bytes()),
+        (b"x-request-id", id.as_bytes()),
+        (b"user-agent", b"curl/8.5.0"),
+        (b"content-length", b"2"),
+    ];
+    let mut section = Vec::new();
+    Encoder::default().encode(fields, &mut section);
+    let mut wire = Vec::new();
+    encode_headers(&section, &mut wire);
+    encode_data_head(2, &mut wire);
+    wire.extend_from_slice(b"{}");
+    wire
+}
+
+#[test]
+fn h3_a_warm_connection_takes_a_request_without_allocating() {
+    let requests: Vec<Vec<u8>> = (0..400)
+        .map(|i| request(&format!("/items/{}", i % 37), &format!("req-{i:08}")))
+        .collect();
+    let ids: Vec<String> = (0..400).map(|i| format!("{i:08}")).collect();
+    let mut driver = Driver {
+        conn: Connection::new(Config::default()),
+        events: Vec::new(),
+        out: Vec::new(),
+    };
+    let mut control = vec![0x00];
+    encode_settings(&[Setting::MaxFieldSectionSize(16_384)], &mut control);
+    driver
+        .conn
+        .recv(2, &control, false, &mut driver.events)
+        .unwrap();
+    let status = |i: usize| {
+        if i.is_multiple_of(2) {
+            &b"200"[..]
+        } else {
+            b"201"
+        }
+    };
+    // Warm-up: pools fill, buffers reach their working size.
+    for (i, wire) in requests[..200].iter().enumerate() {
+        driver.serve(4 * i as u64, wire, status(i), ids[i].as_bytes());
+    }
+    let before = allocations();
+    let mut fields = 0;
+    for (i, wire) in requests.iter().enumerate().skip(200) {
+        fields += driver.serve(4 * i as u64, wire, status(i), ids[i].as_bytes());
+    }
+    let allocated = allocations() - before;
+    assert_eq!(fields, 200 * 7, "every request was decoded");
+    assert_eq!(
+        allocated, 0,
+        "a warm connection allocated {allocated} times for 200 requests"
+    );
+}
