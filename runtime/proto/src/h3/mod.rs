@@ -8,4 +8,7 @@ pub mod frame;
 pub mod qpack;
 pub mod varint;
 
+#[cfg(test)]
+mod test_util;
+
 pub use error::{ErrorCode, H3Error};

@@ -5,6 +5,7 @@ use super::*;
 use crate::h2::hpack::test_util::hex;
 use crate::h3::frame::{FrameHead, FrameType, encode_data_head, encode_headers};
 use crate::h3::qpack::Encoder;
+use crate::h3::test_util::Rng;
 
 const CONTROL_ID: u64 = 2;
 
@@ -767,5 +768,68 @@ fn a_stream_whose_frame_buffer_grew_past_4_kib_is_not_kept() {
         assert_eq!(c.send(0, b, true), Ok(()));
         assert_eq!(c.seen.len(), 2, "{:?}", c.seen);
         assert_eq!(c.conn.pools.streams(), kept, "value of {}", value.len());
+    }
+}
+
+// --- Hostile input ---
+
+#[test]
+fn garbage_on_any_stream_never_panics_and_failure_sticks() {
+    // Pieces a hostile client might string together: valid frames, truncated ones,
+    // odd types, and noise.
+    let pieces: Vec<Vec<u8>> = vec![
+        client_control(),
+        headers(&GET),
+        headers(&[("x-a", "b")]),
+        data(b"body"),
+        frame_of(0x21, b"grease"),
+        frame_of(0x07, &[4]),
+        frame_of(0x0d, &[9]),
+        frame_of(0x03, &[1]),
+        frame_of(0x01, &hex("0000 80")),
+        frame_of(0x01, &hex("0000 ff")),
+        vec![0x00],
+        vec![0x02, 0x20],
+        vec![0x03, 0x48],
+        vec![0x40, 0x21],
+        vec![0xff; 9],
+        hex("c2197c5eff14e88c"),
+    ];
+    for seed in 1..300u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut conn = Connection::new(Config::default());
+        let mut events = Vec::new();
+        let mut failed = None;
+        for _ in 0..40 {
+            let stream = [0, 4, 8, 2, 6, 10, 14][rng.below(7)];
+            let mut wire = pieces[rng.below(pieces.len())].clone();
+            if rng.below(3) == 0 {
+                wire.truncate(rng.below(wire.len() + 1));
+            }
+            if rng.below(4) == 0 {
+                let noise = (0..rng.below(20)).map(|_| rng.next() as u8);
+                wire.extend(noise);
+            }
+            let fin = rng.below(6) == 0;
+            let result = if rng.below(10) == 0 {
+                conn.reset(stream)
+            } else {
+                conn.recv(stream, &wire, fin, &mut events)
+            };
+            match (failed, result) {
+                (Some(code), result) => assert_eq!(result, Err(code), "seed {seed}"),
+                (None, Err(code)) => failed = Some(code),
+                (None, Ok(())) => {}
+            }
+            for event in events.drain(..) {
+                match event {
+                    Event::Request { head, .. } | Event::Trailers { trailers: head, .. } => {
+                        conn.give_back(head)
+                    }
+                    Event::Data { range, .. } => assert!(range.end <= wire.len()),
+                    _ => {}
+                }
+            }
+        }
     }
 }

@@ -325,4 +325,20 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn random_sections_never_panic() {
+        let mut rng = crate::h3::test_util::Rng(0x5eed);
+        let mut d = Decoder::new(512);
+        for _ in 0..20_000 {
+            let len = rng.below(40);
+            let mut section: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            // Mostly a valid prefix, so the field lines get exercised.
+            if rng.below(4) != 0 && section.len() >= 2 {
+                section[..2].copy_from_slice(&[0, 0]);
+            }
+            let _ = d.decode(&section, &mut |_: &[u8], _: &[u8]| {});
+            let _ = d.on_encoder_stream(&section);
+        }
+    }
 }
