@@ -77,6 +77,14 @@ pub enum Event {
         /// The request stream.
         stream: u64,
     },
+    /// The request's head passed SETTINGS_MAX_FIELD_SECTION_SIZE (RFC 9114 §4.2.2), like
+    /// HTTP/2's 431: answer `:status 431` (see [`Connection::send_headers`]) and finish
+    /// the stream, stop reading it with STOP_SENDING(H3_NO_ERROR) (§4.1.1), and feed it no
+    /// more. The connection is unharmed.
+    HeadTooLarge {
+        /// The request stream.
+        stream: u64,
+    },
     /// The request stream failed: send STOP_SENDING and RESET_STREAM with `code`, and
     /// feed it no more. A request already handed out is void.
     StreamError {

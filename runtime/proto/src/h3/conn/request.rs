@@ -6,11 +6,22 @@ use super::validate::{HeadSink, TrailerSink};
 use super::{Connection, Event};
 use crate::h3::error::{ErrorCode, H3Error};
 use crate::h3::frame::{Frame, FrameType, Item};
+use crate::h3::qpack::QpackError;
 
 /// Slack over the field section limit for a HEADERS payload: a sane encoder's section is
 /// never longer than the fields it encodes (each line costs less than their 32 octets of
 /// overhead) plus its prefix.
 const SECTION_PREFIX_SLACK: u64 = 64;
+
+/// Where a request stream stands after a read.
+enum Outcome {
+    /// More is to come.
+    Open,
+    /// The request ended cleanly.
+    Ended,
+    /// The request's head passed our field section limit: it gets a 431.
+    HeadTooLarge,
+}
 
 impl Connection {
     pub(super) fn recv_request(
@@ -36,31 +47,26 @@ impl Connection {
                 self.requests.len() - 1
             }
         };
-        match self.read_request(index, input, fin, events) {
-            Ok(ended) => {
-                if ended {
-                    events.push(Event::End { stream: id });
-                    self.retire(index);
-                }
-                Ok(())
-            }
-            Err(H3Error::Stream(code)) => {
-                events.push(Event::StreamError { stream: id, code });
-                self.retire(index);
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+        let last = match self.read_request(index, input, fin, events) {
+            Ok(Outcome::Open) => return Ok(()),
+            Ok(Outcome::Ended) => Event::End { stream: id },
+            Ok(Outcome::HeadTooLarge) => Event::HeadTooLarge { stream: id },
+            Err(H3Error::Stream(code)) => Event::StreamError { stream: id, code },
+            Err(e) => return Err(e),
+        };
+        events.push(last);
+        self.retire(index);
+        Ok(())
     }
 
-    /// Reads a request stream's frames; `Ok(true)` when the request ended cleanly.
+    /// Reads a request stream's frames.
     fn read_request(
         &mut self,
         index: usize,
         input: &[u8],
         fin: bool,
         events: &mut Vec<Event>,
-    ) -> Result<bool, H3Error> {
+    ) -> Result<Outcome, H3Error> {
         let stream = &mut self.requests[index];
         let id = stream.id;
         let max_section = self.config.max_field_section_size + SECTION_PREFIX_SLACK;
@@ -82,6 +88,10 @@ impl Connection {
                             return Err(H3Error::Stream(ErrorCode::MessageError));
                         }
                     }
+                    // Refused before a payload this long is buffered.
+                    (FrameType::Headers, Phase::Head) if head.len > max_section => {
+                        return Ok(Outcome::HeadTooLarge);
+                    }
                     (FrameType::Headers, _) if head.len > max_section => {
                         return Err(H3Error::Stream(ErrorCode::ExcessiveLoad));
                     }
@@ -92,7 +102,8 @@ impl Connection {
                 Item::Data(range) => events.push(Event::Data { stream: id, range }),
                 Item::Frame(Frame::Headers(section)) => {
                     let mut head = self.pools.rent_head();
-                    let (decoded, valid) = if stream.phase == Phase::Head {
+                    let is_head = stream.phase == Phase::Head;
+                    let (decoded, valid) = if is_head {
                         let mut sink = HeadSink::new(&mut head);
                         let decoded = self.decoder.decode(section, &mut sink);
                         (decoded, sink.finish())
@@ -101,13 +112,19 @@ impl Connection {
                         let decoded = self.decoder.decode(section, &mut sink);
                         (decoded, sink.finish())
                     };
-                    if let Err(e) = decoded.map_err(|e| e.to_h3()).and_then(|()| {
-                        valid
-                            .then_some(())
-                            .ok_or(H3Error::Stream(ErrorCode::MessageError))
-                    }) {
+                    let refused = match decoded {
+                        Ok(()) if valid => None,
+                        Ok(()) => Some(Err(H3Error::Stream(ErrorCode::MessageError))),
+                        // Without a dynamic table nothing is out of step: only this
+                        // request is refused.
+                        Err(QpackError::FieldSectionTooLarge) if is_head => {
+                            Some(Ok(Outcome::HeadTooLarge))
+                        }
+                        Err(e) => Some(Err(e.to_h3())),
+                    };
+                    if let Some(outcome) = refused {
                         self.pools.give_back_head(head);
-                        return Err(e);
+                        return outcome;
                     }
                     if stream.phase == Phase::Head {
                         stream.phase = Phase::Body;
@@ -126,7 +143,7 @@ impl Connection {
             }
         }
         if !fin {
-            return Ok(false);
+            return Ok(Outcome::Open);
         }
         // A stream may only end between frames (§7.1).
         if !stream.reader.at_frame_boundary() {
@@ -142,6 +159,6 @@ impl Connection {
         {
             return Err(H3Error::Stream(ErrorCode::MessageError));
         }
-        Ok(true)
+        Ok(Outcome::Ended)
     }
 }

@@ -137,6 +137,7 @@ impl Client {
                     s
                 }
                 Event::End { stream } => format!("end {stream}"),
+                Event::HeadTooLarge { stream } => format!("head too large {stream}"),
                 Event::StreamError { stream, code } => format!("stream error {stream} {code}"),
                 Event::StopSending { stream, code } => format!("stop sending {stream} {code}"),
                 Event::PeerGoaway { id } => format!("goaway {id}"),
@@ -645,13 +646,13 @@ fn a_dynamic_table_reference_is_decompression_failed() {
 }
 
 #[test]
-fn a_field_section_past_the_limit_is_refused_on_its_stream() {
+fn a_head_past_the_field_section_limit_gets_a_431_and_the_connection_goes_on() {
     let mut c = Client::ready();
     let big = "v".repeat(DEFAULT_MAX_FIELD_SECTION_SIZE);
     let mut fields = GET.to_vec();
     fields.push(("x-big", &big));
     assert_eq!(c.send(0, &headers(&fields), true), Ok(()));
-    assert_eq!(c.seen, ["stream error 0 H3_EXCESSIVE_LOAD"]);
+    assert_eq!(c.seen, ["head too large 0"]);
     // A HEADERS frame whose announced length is past the limit, before any payload.
     let mut head = Vec::new();
     FrameHead {
@@ -660,9 +661,19 @@ fn a_field_section_past_the_limit_is_refused_on_its_stream() {
     }
     .encode(&mut head);
     assert_eq!(c.send(4, &head, false), Ok(()));
-    assert_eq!(c.seen[1..], ["stream error 4 H3_EXCESSIVE_LOAD"]);
-    // The connection goes on.
+    assert_eq!(c.seen[1..], ["head too large 4"]);
     assert_eq!(c.send(8, &headers(&GET), true), Ok(()));
+    assert_eq!(c.seen[2..], ["request 8 GET /", "end 8"]);
+}
+
+#[test]
+fn trailers_past_the_field_section_limit_are_excessive_load() {
+    let mut c = Client::ready();
+    let mut wire = headers(&GET);
+    let big = "v".repeat(DEFAULT_MAX_FIELD_SECTION_SIZE);
+    wire.extend_from_slice(&headers(&[("x-big", &big)]));
+    assert_eq!(c.send(0, &wire, true), Ok(()));
+    assert_eq!(c.seen[1..], ["stream error 0 H3_EXCESSIVE_LOAD"]);
 }
 
 #[test]

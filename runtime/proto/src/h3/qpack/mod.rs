@@ -86,8 +86,9 @@ pub enum QpackError {
 }
 
 impl QpackError {
-    /// The HTTP/3 error to signal: every QPACK error is a connection error (§2.2.3), a
-    /// field section past our limit only aborts its request stream (H3_EXCESSIVE_LOAD).
+    /// The HTTP/3 error to signal: every QPACK error is a connection error (§2.2.3); a
+    /// field section past our limit only aborts its request stream (H3_EXCESSIVE_LOAD),
+    /// though a request head past it is better answered 431, as the connection does.
     pub fn to_h3(self) -> H3Error {
         match self {
             QpackError::FieldSectionTooLarge => H3Error::Stream(ErrorCode::ExcessiveLoad),
