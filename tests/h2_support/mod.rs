@@ -13,6 +13,8 @@ use tokio::sync::watch;
 use wedge::host::{App, ArtifactCache, Limits, PoolConfig, RequestScheme, build_engine};
 use wedge::net::h2::{ConnStats, H2Config, Handler};
 
+pub mod raw;
+
 use crate::support::{example, temp_dir};
 
 /// The one engine of this test binary (`build_engine` may run once per process).

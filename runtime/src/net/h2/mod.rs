@@ -317,7 +317,8 @@ where
             let done = self.poll_slot(i, cx);
             progress |= done;
             if done {
-                let slot = self.slots.swap_remove(i);
+                // In order: streams are served first come, first served.
+                let slot = self.slots.remove(i);
                 self.retire(slot, request_body::BodyGone::PeerGone);
             } else {
                 i += 1;

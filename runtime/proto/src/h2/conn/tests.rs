@@ -971,3 +971,12 @@ fn unknown_frames_and_priority_are_ignored() {
     assert_eq!(peer.requests().len(), 1);
     assert!(peer.sent().is_empty());
 }
+
+#[test]
+fn settings_ack_then_requests() {
+    let mut peer = Peer::new();
+    peer.send(&wire(SETTINGS, flags::ACK, 0, &[]));
+    peer.get(1, &[], EH | ES);
+    assert_eq!(peer.result, Ok(()));
+    assert_eq!(peer.requests().len(), 1);
+}

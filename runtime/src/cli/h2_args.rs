@@ -1,0 +1,185 @@
+//! `--h2-*` flags: every field of [`H2Config`], defaults taken from it (and shown in
+//! `--help`).
+
+use crate::net::h2::H2Config;
+
+fn defaults() -> H2Config {
+    H2Config::default()
+}
+
+/// HTTP/2 engine settings, limits and timeouts.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "HTTP/2")]
+pub struct H2Args {
+    /// Streams one connection may have open; more are refused (REFUSED_STREAM).
+    #[arg(long, default_value_t = defaults().max_concurrent_streams)]
+    pub h2_max_concurrent_streams: u32,
+
+    /// Per-stream receive window in octets: the most request body buffered for a
+    /// handler that has not read it.
+    #[arg(long, default_value_t = defaults().initial_window_size)]
+    pub h2_initial_window_size: u32,
+
+    /// Connection receive window in octets; credited as request bodies are buffered.
+    #[arg(long, default_value_t = defaults().connection_window_size)]
+    pub h2_connection_window_size: u32,
+
+    /// Largest frame payload accepted, in octets (16384..=16777215).
+    #[arg(long, default_value_t = defaults().max_frame_size,
+          value_parser = clap::value_parser!(u32).range(16_384..=16_777_215))]
+    pub h2_max_frame_size: u32,
+
+    /// Largest request header list in octets; larger requests are answered 431.
+    #[arg(long, default_value_t = defaults().max_header_list_size)]
+    pub h2_max_header_list_size: u32,
+
+    /// CONTINUATION frames one header block may use (CONTINUATION flood).
+    #[arg(long, default_value_t = defaults().max_continuation_frames)]
+    pub h2_max_continuation_frames: u32,
+
+    /// HPACK dynamic table size in octets a client may make wedge keep.
+    #[arg(long, default_value_t = defaults().header_table_size)]
+    pub h2_header_table_size: u32,
+
+    /// Streams a client may reset before their response ends, earned back by completed
+    /// responses (rapid reset, CVE-2023-44487).
+    #[arg(long, default_value_t = defaults().peer_reset_budget)]
+    pub h2_peer_reset_budget: u32,
+
+    /// Stream resets a client's frames may cause, earned back by completed responses
+    /// (MadeYouReset, CVE-2025-8671).
+    #[arg(long, default_value_t = defaults().server_reset_budget)]
+    pub h2_server_reset_budget: u32,
+
+    /// SETTINGS frames allowed without requests or body bytes between them.
+    #[arg(long, default_value_t = defaults().settings_flood_budget)]
+    pub h2_settings_flood_budget: u32,
+
+    /// PING frames allowed without requests or body bytes between them.
+    #[arg(long, default_value_t = defaults().ping_flood_budget)]
+    pub h2_ping_flood_budget: u32,
+
+    /// Empty DATA frames allowed without body bytes between them.
+    #[arg(long, default_value_t = defaults().empty_data_flood_budget)]
+    pub h2_empty_data_flood_budget: u32,
+
+    /// Response octets one stream may stage per write: bounds what a zero-window
+    /// client pins per stream.
+    #[arg(long, default_value_t = defaults().stream_send_buffer)]
+    pub h2_stream_send_buffer: usize,
+
+    /// Time a client has for the connection preface and its first SETTINGS.
+    #[arg(long, default_value_t = defaults().handshake_timeout.into())]
+    pub h2_handshake_timeout: humantime::Duration,
+
+    /// Time a client has to finish a request header block it started (slowloris).
+    #[arg(long, default_value_t = defaults().header_read_timeout.into())]
+    pub h2_header_read_timeout: humantime::Duration,
+
+    /// A connection with no open streams is closed after this long.
+    #[arg(long, default_value_t = defaults().idle_timeout.into())]
+    pub h2_idle_timeout: humantime::Duration,
+
+    /// A connection whose responses all wait on a zero flow-control window is closed
+    /// after this long.
+    #[arg(long, default_value_t = defaults().zero_window_timeout.into())]
+    pub h2_zero_window_timeout: humantime::Duration,
+}
+
+impl H2Args {
+    /// The engine configuration these flags describe.
+    pub fn to_config(&self) -> H2Config {
+        H2Config {
+            max_concurrent_streams: self.h2_max_concurrent_streams,
+            initial_window_size: self.h2_initial_window_size,
+            connection_window_size: self.h2_connection_window_size,
+            max_frame_size: self.h2_max_frame_size,
+            max_header_list_size: self.h2_max_header_list_size,
+            max_continuation_frames: self.h2_max_continuation_frames,
+            header_table_size: self.h2_header_table_size,
+            peer_reset_budget: self.h2_peer_reset_budget,
+            server_reset_budget: self.h2_server_reset_budget,
+            settings_flood_budget: self.h2_settings_flood_budget,
+            ping_flood_budget: self.h2_ping_flood_budget,
+            empty_data_flood_budget: self.h2_empty_data_flood_budget,
+            stream_send_buffer: self.h2_stream_send_buffer,
+            handshake_timeout: self.h2_handshake_timeout.into(),
+            header_read_timeout: self.h2_header_read_timeout.into(),
+            idle_timeout: self.h2_idle_timeout.into(),
+            zero_window_timeout: self.h2_zero_window_timeout.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        h2: H2Args,
+    }
+
+    #[test]
+    fn no_flags_give_the_engine_defaults() {
+        let cli = Cli::parse_from(["wedge"]);
+        assert_eq!(cli.h2.to_config(), H2Config::default());
+    }
+
+    #[test]
+    fn every_flag_reaches_the_config() {
+        let cli = Cli::parse_from([
+            "wedge",
+            "--h2-max-concurrent-streams=7",
+            "--h2-initial-window-size=1000",
+            "--h2-connection-window-size=2000",
+            "--h2-max-frame-size=20000",
+            "--h2-max-header-list-size=3000",
+            "--h2-max-continuation-frames=4",
+            "--h2-header-table-size=0",
+            "--h2-peer-reset-budget=5",
+            "--h2-server-reset-budget=6",
+            "--h2-settings-flood-budget=8",
+            "--h2-ping-flood-budget=9",
+            "--h2-empty-data-flood-budget=10",
+            "--h2-stream-send-buffer=4096",
+            "--h2-handshake-timeout=1s",
+            "--h2-header-read-timeout=2s",
+            "--h2-idle-timeout=3m",
+            "--h2-zero-window-timeout=4s",
+        ]);
+        let config = cli.h2.to_config();
+        assert_eq!(
+            config,
+            H2Config {
+                max_concurrent_streams: 7,
+                initial_window_size: 1000,
+                connection_window_size: 2000,
+                max_frame_size: 20_000,
+                max_header_list_size: 3000,
+                max_continuation_frames: 4,
+                header_table_size: 0,
+                peer_reset_budget: 5,
+                server_reset_budget: 6,
+                settings_flood_budget: 8,
+                ping_flood_budget: 9,
+                empty_data_flood_budget: 10,
+                stream_send_buffer: 4096,
+                handshake_timeout: Duration::from_secs(1),
+                header_read_timeout: Duration::from_secs(2),
+                idle_timeout: Duration::from_secs(180),
+                zero_window_timeout: Duration::from_secs(4),
+            }
+        );
+    }
+
+    #[test]
+    fn a_frame_size_below_the_rfc_minimum_is_refused() {
+        assert!(Cli::try_parse_from(["wedge", "--h2-max-frame-size=100"]).is_err());
+    }
+}

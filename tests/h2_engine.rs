@@ -1,0 +1,355 @@
+//! The HTTP/2 engine with native handlers: the contracts of DESIGN 4.1-4.3 measured where
+//! the wasm side cannot blur them — writes counted on a test transport, bytes buffered
+//! read from the connection's counters, allocations counted by a counting allocator.
+
+mod h2_support;
+mod support;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use h2_support::raw::Raw;
+use h2_support::{TestServer, get, post, read_body, send_body};
+use http::Response;
+use http_body_util::BodyExt;
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+use tokio::sync::{oneshot, watch};
+use wedge::host::ResponseBody;
+use wedge::net::h2::{BodyGone, ConnStats, H2Config, Handler, RequestBody};
+use wedge_proto::h2::conn::RequestHead;
+use wedge_proto::h2::frame::flags;
+
+// ---- counting allocator (per thread) ----
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator, only counting calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
+
+// ---- a native handler ----
+
+type Boxed = Pin<Box<dyn Future<Output = Response<ResponseBody>> + Send>>;
+
+/// A response now (no allocation) or later.
+#[allow(clippy::large_enum_variant)] // boxing `Now` would allocate per request
+enum Answer {
+    Now(Option<Response<ResponseBody>>),
+    Later(Boxed),
+}
+
+impl Future for Answer {
+    type Output = Response<ResponseBody>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Answer::Now(response) => Poll::Ready(response.take().expect("polled once")),
+            Answer::Later(future) => future.as_mut().poll(cx),
+        }
+    }
+}
+
+type Route = dyn Fn(&RequestHead, RequestBody) -> Answer + Send + Sync;
+
+#[derive(Clone)]
+struct Native(Arc<Route>);
+
+impl Handler for Native {
+    type Body = ResponseBody;
+    type Future = Answer;
+
+    fn call(&self, head: &RequestHead, body: RequestBody) -> Answer {
+        (self.0)(head, body)
+    }
+}
+
+fn native(route: impl Fn(&RequestHead, RequestBody) -> Answer + Send + Sync + 'static) -> Native {
+    Native(Arc::new(route))
+}
+
+fn text(body: &'static [u8]) -> Answer {
+    Answer::Now(Some(Response::new(ResponseBody::Full(Some(
+        Bytes::from_static(body),
+    )))))
+}
+
+// ---- a transport that counts writes and fails on demand ----
+
+#[derive(Clone, Default)]
+struct Wire {
+    writes: Arc<AtomicUsize>,
+    broken: Arc<AtomicBool>,
+}
+
+struct TestIo {
+    inner: DuplexStream,
+    wire: Wire,
+}
+
+impl AsyncRead for TestIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TestIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if self.wire.broken.load(Ordering::Relaxed) {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
+        let written = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(written, Poll::Ready(Ok(_))) {
+            self.wire.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        written
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A connection served over an in-memory pipe; the client end is raw frames.
+fn pipe(handler: Native, config: H2Config) -> (Raw<DuplexStream>, Wire, watch::Sender<bool>) {
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let wire = Wire::default();
+    let io = TestIo {
+        inner: server,
+        wire: wire.clone(),
+    };
+    let (shutdown, rx) = watch::channel(false);
+    tokio::spawn(wedge::net::h2::serve_with(
+        io,
+        handler,
+        rx,
+        Arc::new(config),
+        Arc::new(ConnStats::default()),
+    ));
+    (Raw::new(client), wire, shutdown)
+}
+
+/// Sends the handshake and reads until the server acknowledged our SETTINGS.
+async fn handshake(raw: &mut Raw<DuplexStream>) {
+    raw.flush().await;
+    loop {
+        let frame = raw.next().await.expect("the server's SETTINGS");
+        if frame.kind == 0x4 && frame.flags & flags::ACK != 0 {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn n_synchronous_responses_in_one_read_leave_in_one_write() {
+    let (mut raw, wire, _shutdown) = pipe(native(|_, _| text(b"hi")), H2Config::default());
+    handshake(&mut raw).await;
+    let before = wire.writes.load(Ordering::Relaxed);
+    const N: u32 = 16;
+    raw.settings_ack();
+    for i in 0..N {
+        raw.get(1 + 2 * i, "/");
+    }
+    raw.flush().await;
+    raw.responses_end(N as usize).await;
+    assert_eq!(wire.writes.load(Ordering::Relaxed) - before, 1);
+}
+
+#[tokio::test]
+async fn a_failed_write_tells_a_parked_body_reader_the_peer_is_gone() {
+    let (told_tx, told_rx) = oneshot::channel();
+    let told = Arc::new(Mutex::new(Some(told_tx)));
+    let handler = native(move |_, body| {
+        // Like the wasm bridge: the body is read by another task, which outlives the
+        // stream's future when the connection drops it.
+        let told = told.lock().unwrap().take().unwrap();
+        tokio::spawn(async move {
+            let _ = told.send(body.collect().await.map(|_| ()));
+        });
+        Answer::Later(Box::pin(std::future::pending()))
+    });
+    let (mut raw, wire, _shutdown) = pipe(handler, H2Config::default());
+    handshake(&mut raw).await;
+    raw.post(1, "/").data(1, b"part", false);
+    raw.flush().await;
+    // The body reader has had the chunk and parks for more; now the wire breaks, and
+    // the next thing the server writes (a PING answer) fails.
+    wire.broken.store(true, Ordering::Relaxed);
+    raw.ping();
+    raw.flush().await;
+    // A bound, not a synchronisation: a reader left parked fails here.
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(30), told_rx)
+        .await
+        .expect("the body reader was left parked")
+        .expect("the reader task ended without reporting");
+    assert_eq!(outcome, Err(BodyGone::PeerGone));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_50_mib_upload_to_a_slow_reader_buffers_at_most_one_window() {
+    let handler = native(|_, mut body| {
+        Answer::Later(Box::pin(async move {
+            let mut total = 0usize;
+            while let Some(frame) = body.frame().await {
+                total += frame.unwrap().into_data().unwrap().len();
+                // A slow reader: yields between chunks, so the client gets far ahead.
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            Response::new(ResponseBody::text(total.to_string()))
+        }))
+    });
+    let server = TestServer::native(move || handler.clone(), H2Config::default()).await;
+    let mut client = server.client().await;
+    let (response, mut send) = client.send_request(post("/"), false).unwrap();
+    let upload = tokio::spawn(async move {
+        send_body(&mut send, &vec![9u8; 50 * 1024 * 1024]).await;
+    });
+    let response = response.await.unwrap();
+    let body = read_body(response.into_body()).await;
+    upload.await.unwrap();
+    assert_eq!(body, (50 * 1024 * 1024).to_string().as_bytes());
+    let peak = server.stats.peak_buffered.load(Ordering::Relaxed);
+    assert!(peak > 0);
+    assert!(
+        peak <= 65_535,
+        "buffered {peak} octets: more than one stream window"
+    );
+    assert_eq!(server.stats.buffered.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_1_mib_response_flows_through_a_65535_octet_window() {
+    static MIB: [u8; 1024 * 1024] = [b'z'; 1024 * 1024];
+    let handler = native(|_, _| text(&MIB));
+    let server = TestServer::native(move || handler.clone(), H2Config::default()).await;
+    let builder = h2::client::Builder::new()
+        .initial_window_size(65_535)
+        .initial_connection_window_size(65_535)
+        .clone();
+    let mut client = h2_support::client_with(server.addr, builder).await;
+    let (response, _) = client.send_request(get("/"), true).unwrap();
+    let body = read_body(response.await.unwrap().into_body()).await;
+    assert_eq!(body.len(), MIB.len());
+    assert!(body == MIB);
+}
+
+#[tokio::test]
+async fn the_next_stream_gets_a_clean_request() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let handler = native(move |head, _| {
+        log.lock().unwrap().push((
+            head.authority().map(<[u8]>::to_vec),
+            head.content_length(),
+            head.fields().count(),
+        ));
+        text(b"ok")
+    });
+    let (mut raw, _wire, _shutdown) = pipe(handler, H2Config::default());
+    handshake(&mut raw).await;
+    raw.headers(
+        1,
+        &[
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/"),
+            ("content-length", "2"),
+        ],
+        false,
+    )
+    .data(1, b"hi", true);
+    raw.flush().await;
+    raw.response_end(1).await;
+    raw.get(3, "/");
+    raw.flush().await;
+    raw.response_end(3).await;
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[0], (Some(b"example.com".to_vec()), Some(2), 1));
+    assert_eq!(seen[1], (None, None, 0), "nothing of the stream before");
+}
+
+#[test]
+fn a_warm_connection_allocates_none_of_the_engines_objects() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (mut raw, _wire, _shutdown) = pipe(native(|_, _| text(b"hi")), H2Config::default());
+        handshake(&mut raw).await;
+        raw.settings_ack();
+        const N: u32 = 16;
+        let mut next = 1;
+        let mut pass = async |raw: &mut Raw<DuplexStream>| {
+            for _ in 0..N {
+                raw.get(next, "/");
+                next += 2;
+            }
+            raw.flush().await;
+            raw.responses_end(N as usize).await;
+        };
+        for _ in 0..3 {
+            pass(&mut raw).await;
+        }
+        // Measured: the client's own frames are built before counting starts.
+        for i in 0..N {
+            raw.get(next + 2 * i, "/");
+        }
+        let before = allocations();
+        raw.flush().await;
+        raw.responses_end(N as usize).await;
+        let during = allocations() - before;
+        assert_eq!(
+            during, 0,
+            "{during} allocations for {N} requests on a warm connection"
+        );
+    });
+}
