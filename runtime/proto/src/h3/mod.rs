@@ -11,4 +11,5 @@ pub mod varint;
 #[cfg(test)]
 mod test_util;
 
+pub use conn::{Config, Connection, ConnectionError, Event, RequestHead};
 pub use error::{ErrorCode, H3Error};

@@ -3,7 +3,7 @@
 
 use super::{Connection, Event};
 use crate::h3::error::{ErrorCode, H3Error};
-use crate::h3::frame::{Frame, FrameReader, FrameType, Item};
+use crate::h3::frame::{Frame, FrameReader, FrameType, Item, Setting};
 
 /// The largest control frame we buffer; SETTINGS with every known setting and plenty of
 /// grease fits in a fraction of it.
@@ -64,9 +64,16 @@ impl Connection {
                         _ => {}
                     }
                 }
-                // Nothing of the peer's SETTINGS changes what we send: our encoder uses
-                // no dynamic table, and its field section limit is advisory (§4.2.2).
-                Item::Frame(Frame::Settings(_)) => control.settings_seen = true,
+                // Only the field section limit concerns us: our encoder uses no dynamic
+                // table, so the client's QPACK settings change nothing.
+                Item::Frame(Frame::Settings(settings)) => {
+                    control.settings_seen = true;
+                    for setting in settings.iter() {
+                        if let Setting::MaxFieldSectionSize(size) = setting {
+                            self.peer_max_field_section_size = size;
+                        }
+                    }
+                }
                 Item::Frame(Frame::Goaway(id)) => {
                     // A client's GOAWAY carries a push id, never increasing (§5.2).
                     if self.peer_goaway.is_some_and(|prev| id > prev) {

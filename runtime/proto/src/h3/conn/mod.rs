@@ -7,6 +7,19 @@
 //! opening ([`Connection::open_control_stream`]) and GOAWAY ([`Connection::goaway`]),
 //! response heads and trailers ([`Connection::send_headers`]) and DATA heads
 //! ([`frame::encode_data_head`]). Nothing here reads a clock or a socket.
+//!
+//! The driver's side of the bargain:
+//! - Open a unidirectional stream first and write [`Connection::open_control_stream`]'s
+//!   octets on it; never finish it.
+//! - Feed each stream's octets in order, as they are read, with FIN when the stream
+//!   ends; peer resets go to [`Connection::reset`]. An `Err` closes the connection with
+//!   its code (CONNECTION_CLOSE); every later call returns the same `Err`.
+//! - After [`Event::StreamError`], [`Event::HeadTooLarge`] or [`Event::StopSending`] on a
+//!   stream, or [`Event::End`], feed that stream nothing more.
+//! - Read request bodies only as the handler reads them: [`Event::Data`] ranges point
+//!   into the input just given, so the octets live as long as the driver keeps them.
+//! - Give every head and trailers back with [`Connection::give_back`] when the handler
+//!   is done with them; that is what makes a warm connection allocation-free.
 
 mod control;
 mod pool;
@@ -155,6 +168,8 @@ pub struct Connection {
     peer_goaway: Option<u64>,
     /// The client's MAX_PUSH_ID: it must not decrease; CANCEL_PUSH may not pass it.
     max_push_id: Option<u64>,
+    /// The client's SETTINGS_MAX_FIELD_SECTION_SIZE; unlimited until it says otherwise.
+    peer_max_field_section_size: u64,
     /// The encoded field section being built.
     section: Vec<u8>,
 }
@@ -179,6 +194,7 @@ impl Connection {
             goaway_sent: None,
             peer_goaway: None,
             max_push_id: None,
+            peer_max_field_section_size: u64::MAX,
             section: Vec::new(),
         }
     }
@@ -257,6 +273,12 @@ impl Connection {
         self.section.clear();
         self.encoder.encode(fields, &mut self.section);
         frame::encode_headers(&self.section, out);
+    }
+
+    /// The largest field section the client accepts (RFC 9114 §4.2.2): a response head
+    /// or trailers past it should not be sent (answer 500 instead, or reset the stream).
+    pub fn peer_max_field_section_size(&self) -> u64 {
+        self.peer_max_field_section_size
     }
 
     /// Takes back a head or trailers from an event, for the next request to reuse.

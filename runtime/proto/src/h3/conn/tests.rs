@@ -200,6 +200,18 @@ fn control_stream_byte_by_byte() {
 }
 
 #[test]
+fn the_clients_field_section_limit_is_known_once_its_settings_arrive() {
+    let mut c = Client::new();
+    assert_eq!(
+        c.conn.peer_max_field_section_size(),
+        u64::MAX,
+        "unlimited by default"
+    );
+    assert_eq!(c.send(CONTROL_ID, &client_control(), false), Ok(()));
+    assert_eq!(c.conn.peer_max_field_section_size(), 8192);
+}
+
+#[test]
 fn the_first_control_frame_must_be_settings() {
     for first in [
         frame_of(0x07, &[0]),
