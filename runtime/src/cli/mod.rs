@@ -1,6 +1,7 @@
 //! The `wedge` command line.
 
 mod guest_build;
+mod h2_args;
 mod serve;
 
 use std::path::PathBuf;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use super::h2_args::H2Args;
 use crate::host::{self, App, ArtifactCache, Limits, PoolConfig};
-use crate::net::h2::H2Config;
 use crate::net::{Listeners, cert, tls};
 
 #[derive(Args)]
@@ -21,7 +21,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
 
-    /// TLS address: HTTP/1.1 (and HTTP/2) chosen by ALPN.
+    /// TLS address: HTTP/2 or HTTP/1.1, chosen by ALPN.
     #[arg(long, default_value = "127.0.0.1:8443")]
     tls_listen: SocketAddr,
 
@@ -61,6 +61,9 @@ pub struct ServeArgs {
     /// Where wedge keeps its data (precompiled components, certificates).
     #[arg(long, env = "WEDGE_DATA_DIR")]
     data_dir: Option<PathBuf>,
+
+    #[command(flatten)]
+    h2: H2Args,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -115,7 +118,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         listeners
             .serve(
                 Arc::new(app),
-                Arc::new(H2Config::default()),
+                Arc::new(args.h2.to_config()),
                 acceptor,
                 shutdown_signal(),
                 args.drain_timeout,
