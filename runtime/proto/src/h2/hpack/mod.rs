@@ -8,7 +8,7 @@ mod decoder;
 mod encoder;
 pub(crate) mod huffman;
 pub(crate) mod integer;
-mod table;
+pub(crate) mod table;
 
 use core::fmt;
 

@@ -71,7 +71,7 @@ pub(super) const STATIC_TABLE: [(&[u8], &[u8]); 61] = [
 pub(super) const FIRST_DYNAMIC: usize = STATIC_TABLE.len() + 1;
 
 /// The size an entry counts for: its octets plus 32 for bookkeeping (§4.1).
-pub(super) fn entry_size(name: &[u8], value: &[u8]) -> usize {
+pub(crate) fn entry_size(name: &[u8], value: &[u8]) -> usize {
     name.len() + value.len() + 32
 }
 
@@ -105,7 +105,7 @@ struct Entry {
 /// moving the live ones to the front once the buffer would pass twice the table size, which
 /// moves each octet at most once per table size inserted. Both buffers are reserved in full
 /// the first time they are needed, so a warm table never allocates.
-pub(super) struct DynamicTable {
+pub(crate) struct DynamicTable {
     octets: Vec<u8>,
     /// Oldest at the front.
     entries: VecDeque<Entry>,
@@ -114,7 +114,7 @@ pub(super) struct DynamicTable {
 }
 
 impl DynamicTable {
-    pub(super) fn new(max_size: usize) -> Self {
+    pub(crate) fn new(max_size: usize) -> Self {
         DynamicTable {
             octets: Vec::new(),
             entries: VecDeque::new(),
@@ -135,12 +135,12 @@ impl DynamicTable {
     }
 
     /// The most `size` may reach.
-    pub(super) fn max_size(&self) -> usize {
+    pub(crate) fn max_size(&self) -> usize {
         self.max_size
     }
 
     /// Entry `i`, newest first (0 is the most recently inserted).
-    pub(super) fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
+    pub(crate) fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
         let e = self.entries.get(self.entries.len().checked_sub(i + 1)?)?;
         let name_end = e.start + e.name_len;
         Some((
@@ -174,14 +174,14 @@ impl DynamicTable {
     }
 
     /// Changes the maximum size, evicting as needed (§4.3).
-    pub(super) fn set_max_size(&mut self, max_size: usize) {
+    pub(crate) fn set_max_size(&mut self, max_size: usize) {
         self.max_size = max_size;
         self.evict_to(max_size);
     }
 
     /// Inserts a field, evicting the oldest entries to make room; a field larger than the
     /// table empties it (§4.4). The slices must not point into this table.
-    pub(super) fn insert(&mut self, name: &[u8], value: &[u8]) {
+    pub(crate) fn insert(&mut self, name: &[u8], value: &[u8]) {
         let size = entry_size(name, value);
         if size > self.max_size {
             self.clear();

@@ -15,7 +15,11 @@
 //!   ends; peer resets go to [`Connection::reset`]. An `Err` closes the connection with
 //!   its code (CONNECTION_CLOSE); every later call returns the same `Err`.
 //! - After [`Event::StreamError`], [`Event::HeadTooLarge`] or [`Event::StopSending`] on a
-//!   stream, or [`Event::End`], feed that stream nothing more.
+//!   stream, or [`Event::End`], feed that stream nothing more. After [`Event::Blocked`],
+//!   hold the stream's unread octets until it is unblocked (only with a QPACK dynamic
+//!   table, `Config::qpack_max_table_capacity` > 0).
+//! - After each call, [`Connection::poll_decoder_stream`] for what our QPACK decoder
+//!   stream owes the client (never anything without a dynamic table).
 //! - Read request bodies only as the handler reads them: [`Event::Data`] ranges point
 //!   into the input just given, so the octets live as long as the driver keeps them.
 //! - Give every head and trailers back with [`Connection::give_back`] when the handler
@@ -48,13 +52,22 @@ use uni::PendingUni;
 pub struct Config {
     /// SETTINGS_MAX_FIELD_SECTION_SIZE: the largest request head or trailers we take.
     pub max_field_section_size: u64,
+    /// SETTINGS_QPACK_MAX_TABLE_CAPACITY: the QPACK dynamic table the client may fill,
+    /// memory we keep per connection. With 0 no field section ever blocks and we send no
+    /// decoder stream.
+    pub qpack_max_table_capacity: u64,
+    /// SETTINGS_QPACK_BLOCKED_STREAMS: request streams that may wait for the client's
+    /// encoder stream at once, each holding one field section.
+    pub qpack_blocked_streams: u64,
 }
 
 impl Default for Config {
-    /// A 16 KiB field section limit.
+    /// A 16 KiB field section limit and no QPACK dynamic table.
     fn default() -> Self {
         Config {
             max_field_section_size: DEFAULT_MAX_FIELD_SECTION_SIZE as u64,
+            qpack_max_table_capacity: 0,
+            qpack_blocked_streams: 0,
         }
     }
 }
@@ -97,6 +110,18 @@ pub enum Event {
     HeadTooLarge {
         /// The request stream.
         stream: u64,
+    },
+    /// The request's field section needs QPACK entries that have not arrived (RFC 9204
+    /// §2.1.2): `input[consumed..]` of the octets just given was not read. Hold it (and
+    /// the FIN) and read nothing more from the stream until its [`Event::Request`] or
+    /// [`Event::Trailers`] comes (from a later [`Connection::recv`] on the client's
+    /// encoder stream), then feed it again; or drop it if the stream fails instead. Only
+    /// with a non-zero `qpack_max_table_capacity`.
+    Blocked {
+        /// The request stream.
+        stream: u64,
+        /// How much of the input was read.
+        consumed: usize,
     },
     /// The request stream failed: send STOP_SENDING and RESET_STREAM with `code`, and
     /// feed it no more. A request already handed out is void.
@@ -172,6 +197,12 @@ pub struct Connection {
     peer_max_field_section_size: u64,
     /// The encoded field section being built.
     section: Vec<u8>,
+    /// Our QPACK decoder stream's type went out.
+    decoder_stream_open: bool,
+}
+
+fn saturating_usize(value: u64) -> usize {
+    usize::try_from(value).unwrap_or(usize::MAX)
 }
 
 impl Connection {
@@ -179,7 +210,9 @@ impl Connection {
     pub fn new(config: Config) -> Self {
         Connection {
             decoder: qpack::Decoder::new(
-                usize::try_from(config.max_field_section_size).unwrap_or(usize::MAX),
+                saturating_usize(config.max_field_section_size),
+                saturating_usize(config.qpack_max_table_capacity),
+                saturating_usize(config.qpack_blocked_streams),
             ),
             encoder: qpack::Encoder::default(),
             config,
@@ -196,21 +229,47 @@ impl Connection {
             max_push_id: None,
             peer_max_field_section_size: u64::MAX,
             section: Vec::new(),
+            decoder_stream_open: false,
         }
     }
 
     /// Appends the opening of our control stream: its type and our SETTINGS (§6.2.1).
     /// Send it first thing on a new unidirectional stream, and never finish that stream.
-    /// QPACK capacity and blocked streams stay at their default 0, so we open no QPACK
-    /// streams (RFC 9204 §4.2).
+    /// Our encoder uses no dynamic table, so we never open a QPACK encoder stream.
     pub fn open_control_stream(&self, out: &mut Vec<u8>) {
         varint::encode(uni::CONTROL, out);
-        frame::encode_settings(
-            &[Setting::MaxFieldSectionSize(
-                self.config.max_field_section_size,
-            )],
-            out,
-        );
+        let config = &self.config;
+        let settings = [
+            Setting::MaxFieldSectionSize(config.max_field_section_size),
+            Setting::QpackMaxTableCapacity(config.qpack_max_table_capacity),
+            Setting::QpackBlockedStreams(config.qpack_blocked_streams),
+        ];
+        // The QPACK settings default to 0 (RFC 9204 §5): sent only when not.
+        let n = if config.qpack_max_table_capacity == 0 {
+            1
+        } else {
+            3
+        };
+        frame::encode_settings(&settings[..n], out);
+    }
+
+    /// Appends what our QPACK decoder stream owes the client's encoder (RFC 9204 §4.4):
+    /// the stream's type the first time, then acknowledgments, cancellations and insert
+    /// count increments. Call it after [`Connection::recv`] and [`Connection::reset`];
+    /// when it first appends, open a unidirectional stream for these octets and never
+    /// finish it. Nothing ever comes without a dynamic table.
+    pub fn poll_decoder_stream(&mut self, out: &mut Vec<u8>) {
+        let start = out.len();
+        if !self.decoder_stream_open {
+            varint::encode(uni::QPACK_DECODER, out);
+        }
+        let instructions = out.len();
+        self.decoder.take_instructions(out);
+        if out.len() == instructions {
+            out.truncate(start);
+        } else {
+            self.decoder_stream_open = true;
+        }
     }
 
     /// Takes what stream `stream` delivered, `fin` if the peer finished it there. Events
@@ -242,6 +301,8 @@ impl Connection {
             return Err(ConnectionError(code));
         }
         if let Some(i) = self.requests.iter().position(|s| s.id == stream) {
+            // Its field sections will never all be decoded (RFC 9204 §2.2.2.2).
+            self.decoder.cancel_stream(stream);
             self.retire(i);
         }
         self.pending_uni.retain(|p| p.id != stream);

@@ -144,6 +144,9 @@ pub(super) struct RequestStream {
     pub(super) content_length: Option<u64>,
     /// DATA payload octets announced so far.
     pub(super) received: u64,
+    /// A field section waiting for the encoder stream (RFC 9204 §2.1.2); the stream is
+    /// blocked while it is not empty.
+    pub(super) blocked_section: Vec<u8>,
 }
 
 /// Where a request stream is in the message (§4.1).
@@ -163,10 +166,12 @@ impl RequestStream {
         self.reader.reset();
         self.content_length = None;
         self.received = 0;
+        self.blocked_section.clear();
     }
 
     fn too_big_to_keep(&self) -> bool {
         self.reader.buffer_capacity() > MAX_POOLED_ARENA
+            || self.blocked_section.capacity() > MAX_POOLED_ARENA
     }
 }
 
@@ -200,7 +205,7 @@ impl Pools {
         stream
     }
 
-    /// Takes a finished stream's state back, reset, under the same bounds as heads.
+    /// Takes a finished stream's state back, reset, unless a buffer grew past 4 KiB.
     pub(super) fn give_back_stream(&mut self, mut stream: RequestStream) {
         if stream.too_big_to_keep() {
             return;

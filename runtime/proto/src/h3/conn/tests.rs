@@ -138,6 +138,7 @@ impl Client {
                 }
                 Event::End { stream } => format!("end {stream}"),
                 Event::HeadTooLarge { stream } => format!("head too large {stream}"),
+                Event::Blocked { stream, consumed } => format!("blocked {stream} at {consumed}"),
                 Event::StreamError { stream, code } => format!("stream error {stream} {code}"),
                 Event::StopSending { stream, code } => format!("stop sending {stream} {code}"),
                 Event::PeerGoaway { id } => format!("goaway {id}"),
@@ -855,4 +856,139 @@ fn garbage_on_any_stream_never_panics_and_failure_sticks() {
             }
         }
     }
+}
+
+// --- With a QPACK dynamic table ---
+
+fn with_table(blocked_streams: u64) -> Client {
+    let mut c = Client {
+        conn: Connection::new(Config {
+            qpack_max_table_capacity: 220,
+            qpack_blocked_streams: blocked_streams,
+            ..Config::default()
+        }),
+        seen: Vec::new(),
+    };
+    c.send(CONTROL_ID, &client_control(), false).unwrap();
+    // The client's encoder stream: type 2, Set Dynamic Table Capacity 220 (RFC 9204 B.2).
+    c.send(6, &hex("02 3fbd01"), false).unwrap();
+    c
+}
+
+/// Insert With Name Reference, static :authority = www.example.com (RFC 9204 B.2).
+const INSERT_AUTHORITY: &str = "c00f7777772e6578616d706c652e636f6d";
+
+/// A GET whose :authority is dynamic entry 0, as a post-base reference: Required Insert
+/// Count 1 (encoded 2), Base 0 (sign 1, delta 0).
+fn get_with_dynamic_authority() -> Vec<u8> {
+    frame_of(0x01, &hex("0280 d1 d7 c1 10"))
+}
+
+fn decoder_stream(c: &mut Client) -> Vec<u8> {
+    let mut out = Vec::new();
+    c.conn.poll_decoder_stream(&mut out);
+    out
+}
+
+#[test]
+fn our_settings_carry_the_qpack_limits_when_set() {
+    let conn = Connection::new(Config {
+        qpack_max_table_capacity: 4096,
+        qpack_blocked_streams: 16,
+        ..Config::default()
+    });
+    let mut out = Vec::new();
+    conn.open_control_stream(&mut out);
+    assert_eq!(out, hex("00 04 0a 06 80004000 01 5000 07 10"));
+}
+
+#[test]
+fn a_blocked_request_waits_for_the_encoder_stream() {
+    let mut c = with_table(1);
+    let mut wire = get_with_dynamic_authority();
+    let headers_len = wire.len();
+    wire.extend_from_slice(&frame_of(0x21, b"after"));
+    assert_eq!(c.send(0, &wire, true), Ok(()));
+    assert_eq!(c.seen, [format!("blocked 0 at {headers_len}")]);
+    assert_eq!(decoder_stream(&mut c), [], "nothing to say yet");
+    // Fed again before it is unblocked: still nothing read.
+    assert_eq!(c.send(0, &wire[headers_len..], true), Ok(()));
+    assert_eq!(c.seen[1..], ["blocked 0 at 0"]);
+    // The insert arrives: the request is decoded and acknowledged.
+    assert_eq!(c.send(6, &hex(INSERT_AUTHORITY), false), Ok(()));
+    assert_eq!(c.seen[2..], ["request 0 GET /"]);
+    assert_eq!(
+        decoder_stream(&mut c),
+        hex("03 80"),
+        "type, Section Acknowledgment(0)"
+    );
+    // The driver feeds what it held back.
+    assert_eq!(c.send(0, &wire[headers_len..], true), Ok(()));
+    assert_eq!(c.seen[3..], ["end 0"]);
+    // An entry no section acknowledged is counted in an Insert Count Increment.
+    assert_eq!(c.send(6, &hex(INSERT_AUTHORITY), false), Ok(()));
+    assert_eq!(decoder_stream(&mut c), [0x01], "no second stream type");
+}
+
+#[test]
+fn blocked_streams_past_our_setting_are_decompression_failed() {
+    let mut c = with_table(1);
+    assert_eq!(c.send(0, &get_with_dynamic_authority(), true), Ok(()));
+    assert_eq!(
+        c.send(4, &get_with_dynamic_authority(), true),
+        connection_error(ErrorCode::QpackDecompressionFailed)
+    );
+    let mut c = with_table(0);
+    assert_eq!(
+        c.send(0, &get_with_dynamic_authority(), true),
+        connection_error(ErrorCode::QpackDecompressionFailed)
+    );
+}
+
+#[test]
+fn an_abandoned_blocked_stream_is_cancelled_and_frees_its_slot() {
+    let mut c = with_table(1);
+    assert_eq!(c.send(0, &get_with_dynamic_authority(), false), Ok(()));
+    assert_eq!(c.conn.reset(0), Ok(()));
+    assert_eq!(
+        decoder_stream(&mut c),
+        hex("03 40"),
+        "Stream Cancellation(0)"
+    );
+    assert_eq!(c.send(4, &get_with_dynamic_authority(), true), Ok(()));
+    assert_eq!(c.seen[1..], ["blocked 4 at 8"]);
+    // A malformed request found once unblocked is a stream error, and cancelled too.
+    let mut c = with_table(1);
+    assert_eq!(
+        c.send(0, &frame_of(0x01, &hex("0280 d1 c1 10")), true),
+        Ok(())
+    );
+    assert_eq!(c.send(6, &hex(INSERT_AUTHORITY), false), Ok(()));
+    assert_eq!(
+        c.seen[1..],
+        ["stream error 0 H3_MESSAGE_ERROR"],
+        "no :scheme"
+    );
+    // Its section was decoded (acknowledged), then the stream abandoned (cancelled).
+    assert_eq!(decoder_stream(&mut c), hex("03 80 40"));
+}
+
+#[test]
+fn unblocking_many_streams_at_once() {
+    let mut c = with_table(3);
+    for id in [0, 4, 8] {
+        assert_eq!(c.send(id, &get_with_dynamic_authority(), true), Ok(()));
+    }
+    assert_eq!(c.send(6, &hex(INSERT_AUTHORITY), false), Ok(()));
+    let mut requests: Vec<_> = c.seen[3..].to_vec();
+    requests.sort();
+    assert_eq!(
+        requests,
+        ["request 0 GET /", "request 4 GET /", "request 8 GET /"]
+    );
+    for id in [0, 4, 8] {
+        assert_eq!(c.send(id, &[], true), Ok(()));
+    }
+    assert_eq!(c.seen[6..], ["end 0", "end 4", "end 8"]);
+    assert!(c.conn.requests.is_empty());
 }

@@ -9,7 +9,7 @@ use crate::h3::varint;
 pub(super) const CONTROL: u64 = 0x00;
 const PUSH: u64 = 0x01;
 const QPACK_ENCODER: u64 = 0x02;
-const QPACK_DECODER: u64 = 0x03;
+pub(super) const QPACK_DECODER: u64 = 0x03;
 
 /// A unidirectional stream whose type varint has not arrived whole.
 #[derive(Debug)]
@@ -58,10 +58,13 @@ impl Connection {
             UniStream::Control => self.recv_control(input, events)?,
             // Decoder instructions are for our encoder, encoder instructions for our
             // decoder.
-            UniStream::QpackEncoder => self
-                .decoder
-                .on_encoder_stream(input)
-                .map_err(|e| e.to_h3())?,
+            UniStream::QpackEncoder => {
+                self.decoder
+                    .on_encoder_stream(input)
+                    .map_err(|e| e.to_h3())?;
+                // New entries may be what blocked streams wait for.
+                self.unblock(events)?;
+            }
             UniStream::QpackDecoder => self
                 .encoder
                 .on_decoder_stream(input)

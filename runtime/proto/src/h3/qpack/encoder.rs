@@ -46,8 +46,10 @@ impl Encoder {
     /// dynamic table, so there is nothing to acknowledge or to count as received; only
     /// Stream Cancellation is acceptable, and needs nothing from us.
     pub fn on_decoder_stream(&mut self, input: &[u8]) -> Result<(), QpackError> {
+        // Without a table, Stream Cancellation of a stream id below 2^32 is the longest
+        // acceptable instruction: 6 octets.
         self.decoder_stream
-            .feed(input, |buf| {
+            .feed(input, 16, |buf| {
                 let Some((instruction, used)) = DecoderInstruction::parse(buf)? else {
                     return Ok(None);
                 };
@@ -97,7 +99,7 @@ mod tests {
         assert_ne!(section[3] & 0x80, 0, "Huffman");
         let mut fields = Vec::new();
         Decoder::default()
-            .decode(&section, &mut |n: &[u8], v: &[u8]| {
+            .decode(0, &section, &mut |n: &[u8], v: &[u8]| {
                 fields.push((n.to_vec(), v.to_vec()))
             })
             .unwrap();
@@ -119,7 +121,7 @@ mod tests {
         let section = encode(&response);
         let mut decoded = Vec::new();
         Decoder::default()
-            .decode(&section, &mut |n: &[u8], v: &[u8]| {
+            .decode(0, &section, &mut |n: &[u8], v: &[u8]| {
                 decoded.push((
                     String::from_utf8(n.to_vec()).unwrap(),
                     String::from_utf8(v.to_vec()).unwrap(),

@@ -3,6 +3,7 @@
 
 use super::string::Literal;
 use super::{Malformed, read_integer};
+use crate::h2::hpack::integer;
 
 /// An instruction on the encoder stream, borrowing its strings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +95,23 @@ impl DecoderInstruction {
     }
 }
 
+impl DecoderInstruction {
+    /// Appends the instruction.
+    pub fn encode(self, dst: &mut Vec<u8>) {
+        match self {
+            DecoderInstruction::SectionAcknowledgment(id) => {
+                integer::encode(dst, 0x80, 7, id as usize)
+            }
+            DecoderInstruction::StreamCancellation(id) => {
+                integer::encode(dst, 0x40, 6, id as usize)
+            }
+            DecoderInstruction::InsertCountIncrement(n) => {
+                integer::encode(dst, 0x00, 6, n as usize)
+            }
+        }
+    }
+}
+
 /// A parse result as "need more" when the instruction was merely cut short.
 fn complete<T>(parsed: Result<T, Malformed>, used: usize) -> Result<Option<(T, usize)>, Malformed> {
     match parsed {
@@ -103,54 +121,45 @@ fn complete<T>(parsed: Result<T, Malformed>, used: usize) -> Result<Option<(T, u
     }
 }
 
-/// The most an unfinished instruction may hold. Without a dynamic table the only
-/// acceptable instructions are Set Dynamic Table Capacity 0 (one octet), Stream
-/// Cancellation (at most 6 octets for ids below 2^32) and nothing else; a longer one
-/// still incomplete is an insert that cannot fit, or garbage.
-const MAX_CARRY: usize = 16;
-
 /// The start of an instruction whose end has not arrived yet.
 #[derive(Debug, Default)]
 pub(super) struct Carry {
-    buf: [u8; MAX_CARRY],
-    len: usize,
+    buf: Vec<u8>,
 }
 
 impl Carry {
     /// Runs `step` on each instruction in what was carried plus `input`. `step` parses and
     /// applies one instruction from the start of its slice and returns the octets it took,
-    /// or `None` when the slice ends inside it; that rest is carried to the next call.
+    /// or `None` when the slice ends inside it; that rest is carried to the next call,
+    /// unless it reaches `limit` octets, which no acceptable instruction does.
     pub(super) fn feed(
         &mut self,
         input: &[u8],
+        limit: usize,
         mut step: impl FnMut(&[u8]) -> Result<Option<usize>, Malformed>,
     ) -> Result<(), Malformed> {
         let mut pos = 0;
-        if self.len > 0 {
-            let old = self.len;
-            let take = input.len().min(MAX_CARRY - old);
-            self.buf[old..old + take].copy_from_slice(&input[..take]);
-            match step(&self.buf[..old + take])? {
+        if !self.buf.is_empty() {
+            let old = self.buf.len();
+            let take = input.len().min(limit.saturating_sub(old));
+            self.buf.extend_from_slice(&input[..take]);
+            match step(&self.buf)? {
                 // The carried octets alone were not an instruction: it ends in `input`.
                 Some(used) => pos = used - old,
-                None if old + take == MAX_CARRY => return Err(Malformed::InstructionTooLong),
-                None => {
-                    self.len = old + take;
-                    return Ok(());
-                }
+                None if self.buf.len() >= limit => return Err(Malformed::InstructionTooLong),
+                None => return Ok(()),
             }
-            self.len = 0;
+            self.buf.clear();
         }
         while pos < input.len() {
             match step(&input[pos..])? {
                 Some(used) => pos += used,
                 None => {
                     let rest = &input[pos..];
-                    if rest.len() >= MAX_CARRY {
+                    if rest.len() >= limit {
                         return Err(Malformed::InstructionTooLong);
                     }
-                    self.buf[..rest.len()].copy_from_slice(rest);
-                    self.len = rest.len();
+                    self.buf.extend_from_slice(rest);
                     break;
                 }
             }
@@ -238,6 +247,18 @@ mod tests {
 
     #[test]
     fn rfc_appendix_b_decoder_instructions() {
+        for (coded, instruction) in [
+            (0x84, DecoderInstruction::SectionAcknowledgment(4)),
+            (0x01, DecoderInstruction::InsertCountIncrement(1)),
+            (0x48, DecoderInstruction::StreamCancellation(8)),
+        ] {
+            let mut dst = Vec::new();
+            instruction.encode(&mut dst);
+            assert_eq!(dst, [coded]);
+        }
+        let mut dst = Vec::new();
+        DecoderInstruction::StreamCancellation(63 + 129).encode(&mut dst);
+        assert_eq!(dst, [0x7f, 0x81, 0x01]);
         let parse = DecoderInstruction::parse;
         assert_eq!(
             parse(&[0x84]),
@@ -267,7 +288,7 @@ mod tests {
         let mut carry = Carry::default();
         let mut seen = Vec::new();
         for piece in wire.chunks(chunk) {
-            carry.feed(piece, |buf| {
+            carry.feed(piece, 16, |buf| {
                 Ok(DecoderInstruction::parse(buf)?.map(|(i, used)| {
                     seen.push(i);
                     used
@@ -295,7 +316,7 @@ mod tests {
         for chunk in [1, 3, long.len()] {
             let mut carry = Carry::default();
             let result = long.chunks(chunk).try_for_each(|piece| {
-                carry.feed(piece, |buf| {
+                carry.feed(piece, 16, |buf| {
                     Ok(EncoderInstruction::parse(buf)?.map(|(_, used)| used))
                 })
             });

@@ -1,15 +1,19 @@
-//! QPACK field compression (RFC 9204), for a server that keeps no dynamic table.
+//! QPACK field compression (RFC 9204) for a server.
 //!
-//! We advertise SETTINGS_QPACK_MAX_TABLE_CAPACITY 0 (the default), so a peer's encoder can
-//! use only the static table and literals, no field section ever blocks, and we open no
-//! encoder or decoder stream of our own (§4.2 lets an endpoint with capacity 0 skip them).
-//! The peer's encoder and decoder streams are still read and held to the RFC. Our encoder
-//! likewise uses only the static table, so responses never wait on the peer.
+//! The [`Decoder`] keeps the dynamic table the client's encoder fills, up to our
+//! SETTINGS_QPACK_MAX_TABLE_CAPACITY, and holds at most SETTINGS_QPACK_BLOCKED_STREAMS
+//! streams blocked on it; with capacity 0 (the default) no field section ever blocks and
+//! we owe nothing on a decoder stream (§4.2 lets us skip opening one). Our [`Encoder`]
+//! uses only the static table and literals, so responses never wait on the client and we
+//! never open an encoder stream; the client's decoder stream is still read and held to
+//! the RFC.
 //!
-//! Strings use HPACK's Huffman code and prefix integers (RFC 9204 §4.1.1, §4.1.2): the
-//! codecs in [`crate::h2::hpack`] serve both.
+//! Strings use HPACK's Huffman code and prefix integers (RFC 9204 §4.1.1, §4.1.2), and
+//! the dynamic table is HPACK's FIFO addressed QPACK's way: the code in
+//! [`crate::h2::hpack`] serves both.
 
 mod decoder;
+mod dynamic_table;
 mod encoder;
 mod instruction;
 mod prefix;
@@ -18,7 +22,7 @@ mod string;
 
 use core::fmt;
 
-pub use decoder::{DEFAULT_MAX_FIELD_SECTION_SIZE, Decoder};
+pub use decoder::{DEFAULT_MAX_FIELD_SECTION_SIZE, Decoder, SectionStatus};
 pub use encoder::Encoder;
 pub use instruction::{DecoderInstruction, EncoderInstruction};
 pub use string::Literal;
@@ -39,24 +43,26 @@ pub enum Malformed {
     Huffman,
     /// A static table index past its 99 entries.
     StaticIndex,
-    /// A reference to the dynamic table, which is empty: every dynamic index is at or past
-    /// the Required Insert Count, which is 0 (§2.2.3, §4.5.1.1).
+    /// A reference to a dynamic entry that was evicted, is at or past the Required Insert
+    /// Count (§2.2.3), or was never inserted (an encoder instruction's, §4.3).
     DynamicReference,
+    /// More blocked streams than our SETTINGS_QPACK_BLOCKED_STREAMS (§2.1.2).
+    TooManyBlockedStreams,
     /// A Required Insert Count our table could not reach (§4.5.1.1).
     RequiredInsertCount,
     /// A Base below zero (§4.5.1.2).
     Base,
     /// Set Dynamic Table Capacity above our SETTINGS_QPACK_MAX_TABLE_CAPACITY (§4.3.1).
     TableCapacity,
-    /// An insert into a table whose capacity no entry fits (§3.2.2), or a Duplicate of
-    /// an entry that does not exist (§4.3.4).
+    /// An entry larger than the table's capacity (§3.2.2).
     Insert,
     /// A Section Acknowledgment with no outstanding section that referenced the dynamic
     /// table (§4.4.1).
     SectionAcknowledgment,
     /// An Insert Count Increment of zero or past what we inserted (§4.4.3).
     InsertCountIncrement,
-    /// An instruction longer than any that could be valid without a dynamic table.
+    /// An instruction longer than any acceptable one: an insert too large for our table,
+    /// or garbage.
     InstructionTooLong,
 }
 
