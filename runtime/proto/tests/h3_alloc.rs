@@ -8,7 +8,7 @@ use std::cell::Cell;
 
 use wedge_proto::h3::conn::{Config, Connection, Event};
 use wedge_proto::h3::frame::{Setting, encode_data_head, encode_headers, encode_settings};
-use wedge_proto::h3::qpack::Encoder;
+use wedge_proto::h3::qpack::{DecoderInstruction, Encoder};
 
 struct Counting;
 
@@ -52,6 +52,8 @@ struct Driver {
     conn: Connection,
     events: Vec<Event>,
     out: Vec<u8>,
+    /// Our QPACK decoder stream's octets, sent after each request.
+    decoder_stream: Vec<u8>,
 }
 
 impl Driver {
@@ -87,8 +89,49 @@ impl Driver {
         self.conn.send_headers(response, &mut self.out);
         encode_data_head(2, &mut self.out);
         self.out.extend_from_slice(b"{}");
+        self.decoder_stream.clear();
+        self.conn.poll_decoder_stream(&mut self.decoder_stream);
         fields
     }
+
+    /// Serves requests `range` of `requests`, request i on stream 4 * i: the number of
+    /// fields decoded, and the allocations made meanwhile.
+    fn serve_all(
+        &mut self,
+        requests: &[Vec<u8>],
+        range: core::ops::Range<usize>,
+    ) -> (usize, usize) {
+        let ids: Vec<String> = range.clone().map(|i| format!("{i:08}")).collect();
+        let status = |i: usize| {
+            if i.is_multiple_of(2) {
+                &b"200"[..]
+            } else {
+                b"201"
+            }
+        };
+        let before = allocations();
+        let mut fields = 0;
+        for (i, id) in range.zip(&ids) {
+            fields += self.serve(4 * i as u64, &requests[i], status(i), id.as_bytes());
+        }
+        (fields, allocations() - before)
+    }
+}
+
+fn driver(config: Config) -> Driver {
+    let mut driver = Driver {
+        conn: Connection::new(config),
+        events: Vec::new(),
+        out: Vec::new(),
+        decoder_stream: Vec::new(),
+    };
+    let mut control = vec![0x00];
+    encode_settings(&[Setting::MaxFieldSectionSize(16_384)], &mut control);
+    driver
+        .conn
+        .recv(2, &control, false, &mut driver.events)
+        .unwrap();
+    driver
 }
 
 /// A request as a client's QPACK encoder would send it: HEADERS and a DATA.
@@ -116,35 +159,71 @@ fn h3_a_warm_connection_takes_a_request_without_allocating() {
     let requests: Vec<Vec<u8>> = (0..400)
         .map(|i| request(&format!("/items/{}", i % 37), &format!("req-{i:08}")))
         .collect();
-    let ids: Vec<String> = (0..400).map(|i| format!("{i:08}")).collect();
-    let mut driver = Driver {
-        conn: Connection::new(Config::default()),
-        events: Vec::new(),
-        out: Vec::new(),
-    };
-    let mut control = vec![0x00];
-    encode_settings(&[Setting::MaxFieldSectionSize(16_384)], &mut control);
+    let mut driver = driver(Config::default());
+    // Warm-up: pools fill, buffers reach their working size.
+    driver.serve_all(&requests, 0..200);
+    let (fields, allocated) = driver.serve_all(&requests, 200..400);
+    assert_eq!(fields, 200 * 7, "every request was decoded");
+    assert_eq!(
+        allocated, 0,
+        "a warm connection allocated {allocated} times for 200 requests"
+    );
+}
+
+/// A request whose :authority and user-agent are the client's dynamic table entries 0
+/// and 1: Required Insert Count 2 (encoded 3 with 4096 octets of table), Base 2.
+fn request_with_dynamic_references(path: &str, id: &str) -> Vec<u8> {
+    let fields: [(&[u8], &[u8]); 5] = [
+        (b":method", b"POST"),
+        (b":scheme", b"https"),
+        (b":path", path.as_bytes()),
+        (b"x-request-id", id.as_bytes()),
+        (b"content-length", b"2"),
+    ];
+    let mut literal = Vec::new();
+    Encoder::default().encode(fields, &mut literal);
+    // Prefix, :authority (relative 1), the static and literal lines, user-agent
+    // (relative 0).
+    let mut section = vec![0x03, 0x00, 0x81];
+    section.extend_from_slice(&literal[2..]);
+    section.push(0x80);
+    let mut wire = Vec::new();
+    encode_headers(&section, &mut wire);
+    encode_data_head(2, &mut wire);
+    wire.extend_from_slice(b"{}");
+    wire
+}
+
+#[test]
+fn h3_a_warm_connection_with_a_qpack_dynamic_table_takes_a_request_without_allocating() {
+    let requests: Vec<Vec<u8>> = (0..400)
+        .map(|i| {
+            request_with_dynamic_references(&format!("/items/{}", i % 37), &format!("req-{i:08}"))
+        })
+        .collect();
+    let mut driver = driver(Config {
+        qpack_max_table_capacity: 4096,
+        qpack_blocked_streams: 16,
+        ..Config::default()
+    });
+    // The client's encoder stream: capacity 4096, :authority and user-agent.
+    let mut encoder_stream = vec![0x02, 0x3f, 0xe1, 0x1f, 0xc0, 15];
+    encoder_stream.extend_from_slice(b"api.example.com");
+    encoder_stream.push(0x4a);
+    encoder_stream.extend_from_slice(b"user-agent");
+    encoder_stream.push(10);
+    encoder_stream.extend_from_slice(b"curl/8.5.0");
     driver
         .conn
-        .recv(2, &control, false, &mut driver.events)
+        .recv(6, &encoder_stream, false, &mut driver.events)
         .unwrap();
-    let status = |i: usize| {
-        if i.is_multiple_of(2) {
-            &b"200"[..]
-        } else {
-            b"201"
-        }
-    };
-    // Warm-up: pools fill, buffers reach their working size.
-    for (i, wire) in requests[..200].iter().enumerate() {
-        driver.serve(4 * i as u64, wire, status(i), ids[i].as_bytes());
-    }
-    let before = allocations();
-    let mut fields = 0;
-    for (i, wire) in requests.iter().enumerate().skip(200) {
-        fields += driver.serve(4 * i as u64, wire, status(i), ids[i].as_bytes());
-    }
-    let allocated = allocations() - before;
+    assert!(driver.events.is_empty());
+    driver.serve_all(&requests, 0..200);
+    // Each request is acknowledged on our decoder stream.
+    let mut acknowledgment = Vec::new();
+    DecoderInstruction::SectionAcknowledgment(4 * 199).encode(&mut acknowledgment);
+    assert_eq!(driver.decoder_stream, acknowledgment);
+    let (fields, allocated) = driver.serve_all(&requests, 200..400);
     assert_eq!(fields, 200 * 7, "every request was decoded");
     assert_eq!(
         allocated, 0,
