@@ -814,14 +814,30 @@ fn garbage_on_any_stream_never_panics_and_failure_sticks() {
         frame_of(0x01, &hex("0000 ff")),
         vec![0x00],
         vec![0x02, 0x20],
+        hex("02 3fbd01"),
+        hex(INSERT_AUTHORITY),
+        hex("4a637573746f6d2d6b65790c637573746f6d2d76616c7565 02"),
+        get_with_dynamic_authority(),
+        frame_of(0x01, &hex("0500 80 c1 81")),
         vec![0x03, 0x48],
         vec![0x40, 0x21],
         vec![0xff; 9],
         hex("c2197c5eff14e88c"),
     ];
-    for seed in 1..300u64 {
+    let with_table = Config {
+        qpack_max_table_capacity: 220,
+        qpack_blocked_streams: 2,
+        ..Config::default()
+    };
+    for seed in 1..600u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let mut conn = Connection::new(Config::default());
+        let config = if seed % 2 == 0 {
+            with_table
+        } else {
+            Config::default()
+        };
+        let mut conn = Connection::new(config);
+        let mut decoder_stream = Vec::new();
         let mut events = Vec::new();
         let mut failed = None;
         for _ in 0..40 {
@@ -840,6 +856,7 @@ fn garbage_on_any_stream_never_panics_and_failure_sticks() {
             } else {
                 conn.recv(stream, &wire, fin, &mut events)
             };
+            conn.poll_decoder_stream(&mut decoder_stream);
             match (failed, result) {
                 (Some(code), result) => assert_eq!(result, Err(code), "seed {seed}"),
                 (None, Err(code)) => failed = Some(code),
