@@ -46,8 +46,8 @@ impl Encoder {
     /// dynamic table, so there is nothing to acknowledge or to count as received; only
     /// Stream Cancellation is acceptable, and needs nothing from us.
     pub fn on_decoder_stream(&mut self, input: &[u8]) -> Result<(), QpackError> {
-        // Without a table, Stream Cancellation of a stream id below 2^32 is the longest
-        // acceptable instruction: 6 octets.
+        // We insert nothing, so the only acceptable instruction is Stream Cancellation:
+        // at most 6 octets for a stream id below 2^32.
         self.decoder_stream
             .feed(input, 16, |buf| {
                 let Some((instruction, used)) = DecoderInstruction::parse(buf)? else {
