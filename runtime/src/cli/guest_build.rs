@@ -34,6 +34,8 @@ pub fn build(dir: &Path) -> Result<Built> {
         .arg("--manifest-path")
         .arg(&manifest)
         .arg("--message-format=json-render-diagnostics")
+        // The crate's own .cargo/config.toml applies only from inside it.
+        .current_dir(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

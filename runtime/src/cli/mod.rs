@@ -2,6 +2,7 @@
 
 mod guest_build;
 mod h2_args;
+mod new;
 mod serve;
 
 use std::path::PathBuf;
@@ -27,6 +28,8 @@ struct Cli {
 enum Command {
     /// Serve a component (.wasm) or a guest crate directory (built with cargo).
     Serve(serve::ServeArgs),
+    /// Create a guest crate for a new handler.
+    New(new::NewArgs),
 }
 
 /// Runs the command line and maps every failure to one line on stderr.
@@ -38,6 +41,7 @@ pub fn main() -> ExitCode {
     init_logging();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::New(args) => new::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
