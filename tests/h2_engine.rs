@@ -308,7 +308,11 @@ async fn the_next_stream_gets_a_clean_request() {
     .data(1, b"hi", true);
     raw.flush().await;
     raw.response_end(1).await;
-    raw.get(3, "/");
+    raw.headers(
+        3,
+        &[(":method", "GET"), (":scheme", "http"), (":path", "/")],
+        true,
+    );
     raw.flush().await;
     raw.response_end(3).await;
     let seen = seen.lock().unwrap();

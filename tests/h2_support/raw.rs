@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use wedge_proto::h2::frame::{self, FrameHead, FrameType, Setting, flags};
-use wedge_proto::h2::hpack::Encoder;
+use wedge_proto::h2::hpack::{Decoder, Encoder};
 use wedge_proto::h2::{ErrorCode, PREFACE, StreamId};
 
 /// A frame the server sent.
@@ -33,6 +33,7 @@ impl Received {
 pub struct Raw<IO> {
     pub io: IO,
     pub encoder: Encoder,
+    pub decoder: Decoder,
     buf: Vec<u8>,
     pub out: Vec<u8>,
 }
@@ -45,6 +46,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Raw<IO> {
         Raw {
             io,
             encoder: Encoder::default(),
+            decoder: Decoder::default(),
             buf: Vec::new(),
             out,
         }
@@ -79,7 +81,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Raw<IO> {
     pub fn get(&mut self, stream: u32, path: &str) -> &mut Self {
         self.headers(
             stream,
-            &[(":method", "GET"), (":scheme", "http"), (":path", path)],
+            &[
+                (":method", "GET"),
+                (":scheme", "http"),
+                (":authority", "localhost"),
+                (":path", path),
+            ],
             true,
         )
     }
@@ -87,7 +94,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Raw<IO> {
     pub fn post(&mut self, stream: u32, path: &str) -> &mut Self {
         self.headers(
             stream,
-            &[(":method", "POST"), (":scheme", "http"), (":path", path)],
+            &[
+                (":method", "POST"),
+                (":scheme", "http"),
+                (":authority", "localhost"),
+                (":path", path),
+            ],
             false,
         )
     }
@@ -190,6 +202,19 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Raw<IO> {
             assert_ne!(frame.kind, FrameType::GoAway as u8, "{frame:?}");
         }
         panic!("the server closed without resetting stream {stream}");
+    }
+
+    /// The `:status` of a response head; heads must be decoded in the order received.
+    pub fn status(&mut self, head: &Received) -> String {
+        let mut status = String::new();
+        self.decoder
+            .decode(&head.payload, &mut |name: &[u8], value: &[u8]| {
+                if name == b":status" {
+                    status = String::from_utf8_lossy(value).into_owned();
+                }
+            })
+            .expect("a decodable response head");
+        status
     }
 
     /// Reads until `n` responses ended, in whatever order, keeping no frame: once the

@@ -69,12 +69,16 @@ fn to_http(
         },
         given => given,
     };
-    let mut uri = http::Uri::builder().scheme(scheme);
-    if let Some(authority) = head.authority() {
-        uri = uri.authority(authority);
-    } else if let Some((_, host)) = head.fields().find(|(name, _)| *name == b"host") {
-        uri = uri.authority(host);
-    }
+    let authority = head.authority().or_else(|| {
+        head.fields()
+            .find(|(name, _)| *name == b"host")
+            .map(|(_, host)| host)
+    });
+    // Without an authority the URI is origin-form, as an HTTP/1.1 request without Host.
+    let uri = match authority {
+        Some(authority) => http::Uri::builder().scheme(scheme).authority(authority),
+        None => http::Uri::builder(),
+    };
     let uri = uri.path_and_query(head.path()).build()?;
     let mut request = Request::builder().method(head.method()).uri(uri);
     for (name, value) in head.fields() {

@@ -74,9 +74,9 @@ where
         }
     }
 
-    /// Whether it holds octets it cannot send for want of credit.
+    /// Whether the body waits on flow credit: a zero window, however much is pending.
     pub(super) fn is_stalled(&self, conn: &mut Connection, id: StreamId) -> bool {
-        !self.pending.is_empty() && conn.send_credit(id) == 0
+        conn.send_credit(id) == 0
     }
 
     /// Moves as much of the body as credit and the turn allow into the write queue.

@@ -1,0 +1,235 @@
+//! Each attack of DESIGN 4.5 against the HTTP/2 engine serving the `faults` example:
+//! refused as specified, while a well-behaved client on another connection is still
+//! served.
+
+mod h2_support;
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use h2_support::raw::Raw;
+use h2_support::{TestServer, app, get, read_body};
+use tokio::net::TcpStream;
+use wedge::host::App;
+use wedge::net::h2::H2Config;
+use wedge_proto::h2::ErrorCode;
+use wedge_proto::h2::frame::Setting;
+
+fn faults() -> Arc<App> {
+    static APP: std::sync::OnceLock<Arc<App>> = std::sync::OnceLock::new();
+    APP.get_or_init(|| app("faults")).clone()
+}
+
+async fn attacker(server: &TestServer) -> Raw<TcpStream> {
+    Raw::new(TcpStream::connect(server.addr).await.unwrap())
+}
+
+/// A well-behaved client on its own connection gets its answer.
+async fn still_serves(server: &TestServer) {
+    let mut client = server.client().await;
+    let (response, _) = client.send_request(get("/stdout"), true).unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    read_body(response.into_body()).await;
+}
+
+fn sleep_get(raw: &mut Raw<TcpStream>, stream: u32) {
+    raw.get(stream, "/sleep?ms=30000");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rapid_reset_is_answered_enhance_your_calm() {
+    let server = TestServer::app(faults(), H2Config::default()).await;
+    let mut raw = attacker(&server).await;
+    for i in 0..=200 {
+        sleep_get(&mut raw, 1 + 2 * i);
+        raw.rst(1 + 2 * i, ErrorCode::Cancel);
+    }
+    raw.flush().await;
+    assert_eq!(raw.goaway().await, ErrorCode::EnhanceYourCalm);
+    still_serves(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_you_reset_is_answered_enhance_your_calm() {
+    let server = TestServer::app(faults(), H2Config::default()).await;
+    let mut raw = attacker(&server).await;
+    // Each zero WINDOW_UPDATE makes the server reset a stream (CVE-2025-8671).
+    for i in 0..=100 {
+        sleep_get(&mut raw, 1 + 2 * i);
+        raw.window_update(1 + 2 * i, 0);
+    }
+    raw.flush().await;
+    assert_eq!(raw.goaway().await, ErrorCode::EnhanceYourCalm);
+    still_serves(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_past_the_limit_are_refused() {
+    let server = TestServer::app(faults(), H2Config::default()).await;
+    let mut raw = attacker(&server).await;
+    for i in 0..100 {
+        sleep_get(&mut raw, 1 + 2 * i);
+    }
+    sleep_get(&mut raw, 201);
+    raw.flush().await;
+    assert_eq!(raw.reset_of(201).await, ErrorCode::RefusedStream);
+    // The refused block was decoded: HPACK is in step for the next one.
+    raw.get(203, "/stdout");
+    raw.flush().await;
+    assert_eq!(raw.reset_of(203).await, ErrorCode::RefusedStream);
+    still_serves(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continuation_flood_is_answered_enhance_your_calm() {
+    let server = TestServer::app(faults(), H2Config::default()).await;
+    let mut raw = attacker(&server).await;
+    raw.frame(0x1, 0, 1, &[0x82]);
+    for _ in 0..100 {
+        raw.frame(0x9, 0, 1, &[]);
+    }
+    raw.flush().await;
+    assert_eq!(raw.goaway().await, ErrorCode::EnhanceYourCalm);
+    still_serves(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_header_list_over_16_kib_is_answered_431() {
+    let server = TestServer::app(faults(), H2Config::default()).await;
+    let mut raw = attacker(&server).await;
+    let big = "x".repeat(17 * 1024);
+    raw.headers(
+        1,
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/"),
+            ("x-big", &big),
+        ],
+        true,
+    );
+    raw.flush().await;
+    let frames = raw.response_end(1).await;
+    let head = frames.iter().find(|f| f.kind == 0x1).unwrap();
+    assert_eq!(raw.status(head), "431");
+    still_serves(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hpack_bomb_is_answered_431_without_growing() {
+    let server = TestServer::app(faults(), H2Config::default()).await;
+    let mut raw = attacker(&server).await;
+    // One 1 KiB field in the dynamic table, then referenced 1000 times in one block:
+    // 1 KiB on the wire, 1 MiB decoded.
+    let big = "y".repeat(1000);
+    raw.headers(
+        1,
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "localhost"),
+            (":path", "/"),
+            ("x-bomb", &big),
+        ],
+        true,
+    );
+    raw.flush().await;
+    let frames = raw.response_end(1).await;
+    let head = frames.iter().find(|f| f.kind == 0x1).unwrap();
+    assert_eq!(raw.status(head), "200");
+    // GET, http, /, and the authority the client's encoder indexed (now at 63).
+    let mut block = vec![0x82, 0x86, 0x84, 0xbf];
+    block.extend(std::iter::repeat_n(0xbe, 1000)); // index 62: the newest entry
+    raw.frame(0x1, 0x5, 3, &block);
+    raw.flush().await;
+    let frames = raw.response_end(3).await;
+    let head = frames.iter().find(|f| f.kind == 0x1).unwrap();
+    assert_eq!(raw.status(head), "431");
+    still_serves(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_ping_and_empty_data_floods_are_answered_enhance_your_calm() {
+    let server = TestServer::app(faults(), H2Config::default()).await;
+    let mut settings = attacker(&server).await;
+    for _ in 0..200 {
+        settings.settings(&[Setting::EnablePush(false)]);
+    }
+    settings.flush().await;
+    let mut pings = attacker(&server).await;
+    for _ in 0..200 {
+        pings.ping();
+    }
+    pings.flush().await;
+    let mut empty = attacker(&server).await;
+    empty.post(1, "/sleep?ms=30000");
+    for _ in 0..200 {
+        empty.data(1, &[], false);
+    }
+    empty.flush().await;
+    assert_eq!(settings.goaway().await, ErrorCode::EnhanceYourCalm);
+    assert_eq!(pings.goaway().await, ErrorCode::EnhanceYourCalm);
+    assert_eq!(empty.goaway().await, ErrorCode::EnhanceYourCalm);
+    still_serves(&server).await;
+}
+
+/// Reads until the server closes, returning the GOAWAY code if one came.
+async fn closed(raw: &mut Raw<TcpStream>) -> Option<ErrorCode> {
+    let mut code = None;
+    while let Some(frame) = raw.next().await {
+        if frame.kind == 0x7 {
+            code = Some(frame.code());
+        }
+    }
+    code
+}
+
+fn quick_timeouts() -> H2Config {
+    let short = Duration::from_millis(300);
+    H2Config {
+        handshake_timeout: short,
+        header_read_timeout: short,
+        idle_timeout: short,
+        zero_window_timeout: short,
+        ..H2Config::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_peers_are_closed_after_their_timeouts() {
+    let server = TestServer::app(faults(), quick_timeouts()).await;
+    // Handshake: the preface and nothing more.
+    let mut handshake = Raw::new(TcpStream::connect(server.addr).await.unwrap());
+    handshake.out.truncate(24);
+    handshake.flush().await;
+    // Header read: a HEADERS without END_HEADERS, never continued (slowloris).
+    let mut head = attacker(&server).await;
+    head.frame(0x1, 0, 1, &[0x82]);
+    head.flush().await;
+    // Idle: a connection that never asks for anything.
+    let mut idle = attacker(&server).await;
+    idle.flush().await;
+    // Zero window: a response the client never makes room for.
+    let mut zero = attacker(&server).await;
+    zero.settings(&[Setting::InitialWindowSize(0)]);
+    zero.get(1, "/stdout");
+    zero.flush().await;
+    assert_eq!(closed(&mut handshake).await, Some(ErrorCode::NoError));
+    assert_eq!(closed(&mut head).await, Some(ErrorCode::NoError));
+    assert_eq!(closed(&mut idle).await, Some(ErrorCode::NoError));
+    assert_eq!(closed(&mut zero).await, Some(ErrorCode::NoError));
+    still_serves(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_stream_costs_nothing_else() {
+    // Not a panic in wedge, but the nearest a client can cause: a guest trap.
+    let server = TestServer::app(faults(), H2Config::default()).await;
+    let mut client = server.client().await;
+    let (trap, _) = client.send_request(get("/trap-before-head"), true).unwrap();
+    assert_eq!(trap.await.unwrap().status(), 500);
+    let (ok, _) = client.send_request(get("/stdout"), true).unwrap();
+    assert_eq!(ok.await.unwrap().status(), 200);
+}
