@@ -357,3 +357,85 @@ fn a_warm_connection_allocates_none_of_the_engines_objects() {
         );
     });
 }
+
+/// A response body fed by a producer task through a one-slot channel, as wasmtime feeds
+/// a guest's body.
+struct ChannelBody(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|c| Ok(http_body::Frame::data(c))))
+    }
+}
+
+/// Answers with a body a producer task writes 16 KiB at a time, forever, reporting the
+/// error its write finally gets.
+struct Producer(Arc<Mutex<Option<oneshot::Sender<&'static str>>>>);
+
+impl Handler for Producer {
+    type Body = ChannelBody;
+    type Future = std::future::Ready<Response<ChannelBody>>;
+
+    fn call(&self, _: &RequestHead, _: RequestBody) -> Self::Future {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let told = self.0.lock().unwrap().take().unwrap();
+        tokio::spawn(async move {
+            while tx
+                .send(Bytes::from_static(&[b'p'; 16 * 1024]))
+                .await
+                .is_ok()
+            {}
+            let _ = told.send("closed");
+        });
+        std::future::ready(Response::new(ChannelBody(rx)))
+    }
+}
+
+#[tokio::test]
+async fn a_failed_write_tells_a_producer_parked_on_credit_the_peer_is_gone() {
+    let (told_tx, told_rx) = oneshot::channel();
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let wire = Wire::default();
+    let io = TestIo {
+        inner: server,
+        wire: wire.clone(),
+    };
+    let (_shutdown, rx) = watch::channel(false);
+    tokio::spawn(wedge::net::h2::serve_with(
+        io,
+        Producer(Arc::new(Mutex::new(Some(told_tx)))),
+        rx,
+        Arc::new(H2Config::default()),
+        Arc::new(ConnStats::default()),
+    ));
+    let mut raw = Raw::new(client);
+    handshake(&mut raw).await;
+    raw.get(1, "/");
+    raw.flush().await;
+    // Read the stream's whole window: the producer then parks on credit.
+    let mut received = 0;
+    while received < 65_535 {
+        let frame = raw.next().await.unwrap();
+        if frame.kind == 0x0 {
+            received += frame.payload.len();
+        }
+    }
+    assert_eq!(received, 65_535);
+    wire.broken.store(true, Ordering::Relaxed);
+    raw.ping();
+    raw.flush().await;
+    // A bound, not a synchronisation: a producer left parked fails here.
+    let told = tokio::time::timeout(std::time::Duration::from_secs(30), told_rx)
+        .await
+        .expect("the producer was left parked on credit")
+        .unwrap();
+    assert_eq!(told, "closed");
+}
