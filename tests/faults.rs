@@ -130,3 +130,14 @@ fn guest_output_is_logged_with_the_app_name() {
     server.wait_for_log("[faults] hello from the guest");
     server.wait_for_log("[faults stderr] guest stderr line");
 }
+
+#[test]
+fn the_guest_sees_no_host_environment_and_no_filesystem() {
+    let server = Server::start(&example("faults"), &[]);
+    let (status, body, _) = get(&server, "/sandbox");
+    assert_eq!(status, "200");
+    assert_eq!(
+        String::from_utf8(body).unwrap(),
+        "env vars: 0\nfilesystem: denied\n"
+    );
+}

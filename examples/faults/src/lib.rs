@@ -14,6 +14,9 @@
 //!   then answers `200 slept N\n`.
 //! - `/stdout`: prints `hello from the guest` to stdout and
 //!   `guest stderr line` to stderr, then answers 200.
+//! - `/sandbox`: reports what the host granted: how many environment
+//!   variables the guest sees and whether it can list `/` (wedge grants
+//!   neither by default).
 //! - anything else: 200 with the list of routes.
 
 use std::hint::black_box;
@@ -22,7 +25,7 @@ use wasip2::http::types::{
 };
 
 const USAGE: &str = "faults: try /trap-before-head, /trap-mid-body, /cpu-loop, /memory, \
-                     /no-response, /sleep?ms=N, /stdout\n";
+                     /no-response, /sleep?ms=N, /stdout, /sandbox\n";
 
 struct Faults;
 
@@ -53,6 +56,7 @@ impl wasip2::exports::http::incoming_handler::Guest for Faults {
                 eprintln!("guest stderr line");
                 respond(out, 200, b"printed to stdout and stderr\n");
             }
+            "/sandbox" => respond(out, 200, sandbox_report().as_bytes()),
             _ => respond(out, 200, USAGE.as_bytes()),
         }
     }
@@ -99,6 +103,16 @@ fn exhaust_memory() -> ! {
         block.resize(MIB, 0xA5u8);
         kept.push(black_box(block));
     }
+}
+
+/// What the sandbox lets through: environment variables and the filesystem.
+fn sandbox_report() -> String {
+    let env_vars = std::env::vars_os().count();
+    let filesystem = match std::fs::read_dir("/") {
+        Ok(_) => "granted",
+        Err(_) => "denied",
+    };
+    format!("env vars: {env_vars}\nfilesystem: {filesystem}\n")
 }
 
 fn sleep_ms(ms: u64) {
