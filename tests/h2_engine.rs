@@ -439,3 +439,124 @@ async fn a_failed_write_tells_a_producer_parked_on_credit_the_peer_is_gone() {
         .unwrap();
     assert_eq!(told, "closed");
 }
+
+/// A body that is always ready with another 16 KiB and never ends: a producer that
+/// never awaits anything of its own.
+enum Endless {
+    Forever,
+    Done(Option<Bytes>),
+}
+
+impl http_body::Body for Endless {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        Poll::Ready(match self.get_mut() {
+            Endless::Forever => Some(Ok(http_body::Frame::data(Bytes::from_static(
+                &[b'e'; 16 * 1024],
+            )))),
+            Endless::Done(chunk) => chunk.take().map(|c| Ok(http_body::Frame::data(c))),
+        })
+    }
+}
+
+/// `/forever` streams an endless body; anything else is answered at once.
+struct EndlessOrNot;
+
+impl Handler for EndlessOrNot {
+    type Body = Endless;
+    type Future = std::future::Ready<Response<Endless>>;
+
+    fn call(&self, head: &RequestHead, _: RequestBody) -> Self::Future {
+        std::future::ready(Response::new(if head.path() == b"/forever" {
+            Endless::Forever
+        } else {
+            Endless::Done(Some(Bytes::from_static(b"quick")))
+        }))
+    }
+}
+
+#[tokio::test]
+async fn a_body_that_never_waits_still_lets_the_connection_write_and_serve_others() {
+    use wedge_proto::h2::frame::Setting;
+    let (client, server) = tokio::io::duplex(64 * 1024);
+    let max_write = Arc::new(AtomicUsize::new(0));
+    let io = Recording {
+        inner: server,
+        max_write: max_write.clone(),
+    };
+    let (_shutdown, rx) = watch::channel(false);
+    tokio::spawn(wedge::net::h2::serve_with(
+        io,
+        EndlessOrNot,
+        rx,
+        Arc::new(H2Config::default()),
+        Arc::new(ConnStats::default()),
+    ));
+    let mut raw = Raw::new(client);
+    // All the credit in the world: only the staging bound stops the endless body.
+    raw.settings(&[Setting::InitialWindowSize(0x7fff_ffff)])
+        .window_update(0, 0x7fff_0000);
+    handshake(&mut raw).await;
+    raw.get(1, "/forever");
+    raw.flush().await;
+    let mut endless = 0;
+    while endless < 1024 * 1024 {
+        let frame = raw.next().await.unwrap();
+        if frame.stream == 1 && frame.kind == 0x0 {
+            endless += frame.payload.len();
+        }
+    }
+    raw.get(3, "/quick");
+    raw.flush().await;
+    loop {
+        let frame = raw.next().await.unwrap();
+        if frame.stream == 3 && frame.flags & flags::END_STREAM != 0 {
+            break;
+        }
+    }
+    let max = max_write.load(Ordering::Relaxed);
+    assert!(
+        max <= 64 * 1024,
+        "one write carried {max} octets: the endless body was not bounded per turn"
+    );
+}
+
+/// A transport that remembers the largest single write.
+struct Recording {
+    inner: DuplexStream,
+    max_write: Arc<AtomicUsize>,
+}
+
+impl AsyncRead for Recording {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Recording {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.max_write.fetch_max(buf.len(), Ordering::Relaxed);
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
