@@ -12,6 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use wedge::host::{App, ArtifactCache, Limits, PoolConfig, RequestScheme, build_engine};
 use wedge::net::h2::{ConnStats, H2Config, Handler};
+use wedge::net::response_hook::ResponseHook;
 
 pub mod raw;
 
@@ -45,6 +46,7 @@ impl TestServer {
                 io,
                 app.clone(),
                 RequestScheme::Http,
+                ResponseHook::none(),
                 shutdown,
                 config,
             ));

@@ -2,6 +2,7 @@
 
 mod guest_build;
 mod h2_args;
+mod h3_args;
 mod new;
 mod serve;
 
@@ -27,7 +28,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve a component (.wasm) or a guest crate directory (built with cargo).
-    Serve(serve::ServeArgs),
+    // Boxed: serve's many engine flags would make every `Command` that big.
+    Serve(Box<serve::ServeArgs>),
     /// Create a guest crate for a new handler.
     New(new::NewArgs),
 }
@@ -40,7 +42,7 @@ pub fn main() -> ExitCode {
     };
     init_logging();
     let result = match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::New(args) => new::run(args),
     };
     match result {

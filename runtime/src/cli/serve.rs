@@ -9,7 +9,9 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use super::h2_args::H2Args;
+use super::h3_args::H3Args;
 use crate::host::{self, App, ArtifactCache, Limits, PoolConfig};
+use crate::net::listener::H3Server;
 use crate::net::{Listeners, cert, tls};
 
 #[derive(Args)]
@@ -21,7 +23,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
 
-    /// TLS address: HTTP/2 or HTTP/1.1, chosen by ALPN.
+    /// TLS address: HTTP/2 or HTTP/1.1, chosen by ALPN; HTTP/3 on its port over UDP.
     #[arg(long, default_value = "127.0.0.1:8443")]
     tls_listen: SocketAddr,
 
@@ -64,6 +66,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     h2: H2Args,
+
+    #[command(flatten)]
+    h3: H3Args,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -91,6 +96,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     let tls_listen = (!args.no_tls).then_some(args.tls_listen);
+    let h3 = args.h3.to_config().filter(|_| tls_listen.is_some());
     // Operator certificates are input: check them before anything else runs.
     let operator_key = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(cert::load_pem(cert, key)?),
@@ -98,7 +104,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     };
     runtime.block_on(async move {
         // Bind first: a busy port is reported before anything is compiled.
-        let listeners = Listeners::bind(Some(args.listen), tls_listen).await?;
+        let listeners = Listeners::bind(Some(args.listen), tls_listen, h3.is_some()).await?;
         let engine = host::build_engine(&PoolConfig {
             max_memory: limits.memory,
             ..PoolConfig::default()
@@ -110,9 +116,17 @@ pub fn run(args: ServeArgs) -> Result<()> {
                 .await
                 .context("loading the component")?
                 .with_context(|| format!("{}", wasm_path.display()))?;
-        let acceptor = match tls_listen {
-            Some(_) => Some(tls_acceptor(operator_key, &data_dir)?),
+        let key = match tls_listen {
+            Some(_) => Some(certified_key(operator_key, &data_dir)?),
             None => None,
+        };
+        let acceptor = key.as_ref().map(tls::acceptor).transpose()?;
+        let h3 = match (h3, &key) {
+            (Some(config), Some(key)) => Some(H3Server {
+                quinn: config.server_config(key)?,
+                config: Arc::new(config),
+            }),
+            _ => None,
         };
         println!("wedge: serving `{}` on {}", app.name(), urls(&listeners));
         listeners
@@ -120,6 +134,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
                 Arc::new(app),
                 Arc::new(args.h2.to_config()),
                 acceptor,
+                h3,
                 shutdown_signal(),
                 args.drain_timeout,
             )
@@ -129,13 +144,14 @@ pub fn run(args: ServeArgs) -> Result<()> {
     })
 }
 
-/// The TLS acceptor, from the given PEM files or the development certificate.
-fn tls_acceptor(
+/// The TLS listener's (and HTTP/3's) certificate: the given PEM files or the
+/// development certificate.
+fn certified_key(
     operator_key: Option<cert::CertifiedKey>,
     data_dir: &Path,
-) -> Result<tokio_rustls::TlsAcceptor> {
-    let key = match operator_key {
-        Some(key) => key,
+) -> Result<cert::CertifiedKey> {
+    match operator_key {
+        Some(key) => Ok(key),
         None => {
             let dev = cert::dev_cert(data_dir)?;
             let verb = if dev.created { "created" } else { "using" };
@@ -145,10 +161,9 @@ fn tls_acceptor(
                 dev.cert.display(),
                 dev.cert.display()
             );
-            cert::load_pem(&dev.cert, &dev.key)?
+            cert::load_pem(&dev.cert, &dev.key)
         }
-    };
-    tls::acceptor(key)
+    }
 }
 
 /// The URLs wedge serves on, for the start-up line.
@@ -160,7 +175,11 @@ fn urls(listeners: &Listeners) -> String {
     if let Some(addr) = listeners.tls_addr() {
         urls.push(format!("https://{addr}/"));
     }
-    urls.join(" and ")
+    let mut line = urls.join(" and ");
+    if let Some(addr) = listeners.h3_addr() {
+        line.push_str(&format!(" (h3 on udp {})", addr.port()));
+    }
+    line
 }
 
 /// Resolves TARGET to an app name and a component file, building a guest

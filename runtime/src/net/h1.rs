@@ -11,6 +11,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
+use super::response_hook::ResponseHook;
 use crate::host::{App, RequestScheme};
 
 /// How long a client may take to send a request head.
@@ -22,13 +23,19 @@ pub async fn serve<IO>(
     io: IO,
     app: Arc<App>,
     scheme: RequestScheme,
+    hook: ResponseHook,
     mut shutdown: watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |request: hyper::Request<Incoming>| {
         let app = app.clone();
-        async move { Ok::<_, Infallible>(app.handle(request, scheme).await) }
+        let hook = hook.clone();
+        async move {
+            let mut response = app.handle(request, scheme).await;
+            hook.apply(&mut response);
+            Ok::<_, Infallible>(response)
+        }
     });
     let connection = http1::Builder::new()
         .keep_alive(true)

@@ -1,6 +1,7 @@
-//! The TCP listeners: cleartext (HTTP/1.1, or h2c by its preface) and TLS
-//! (HTTP/1.1 or h2 by ALPN). Each accepted connection is handed to its
-//! protocol driver; on shutdown the listeners close and connections drain.
+//! The listeners: cleartext TCP (HTTP/1.1, or h2c by its preface), TLS (HTTP/1.1 or
+//! h2 by ALPN) and, on the TLS port number over UDP, HTTP/3 (QUIC). Each accepted
+//! connection is handed to its protocol driver; on shutdown the listeners close and
+//! connections drain.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,6 +15,8 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use super::h2::H2Config;
+use super::h3::H3Config;
+use super::response_hook::ResponseHook;
 use super::rewind::Rewind;
 use super::sniff::{Cleartext, sniff};
 use super::tls::{self, Negotiated};
@@ -27,6 +30,15 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Listeners {
     plain: Option<TcpListener>,
     tls: Option<TcpListener>,
+    /// HTTP/3's socket: the TLS address, over UDP.
+    quic: Option<std::net::UdpSocket>,
+}
+
+/// HTTP/3 beside the TLS listener: quinn's server config (the TLS listener's
+/// certificate, ALPN h3) and the engine's limits.
+pub struct H3Server {
+    pub quinn: quinn::ServerConfig,
+    pub config: Arc<H3Config>,
 }
 
 /// What every connection task needs.
@@ -37,6 +49,13 @@ struct Shared {
     shutdown: watch::Receiver<bool>,
 }
 
+/// What a connection's responses get on the way out, by listener.
+#[derive(Clone)]
+struct Hooks {
+    plain: ResponseHook,
+    tls: ResponseHook,
+}
+
 async fn bind(addr: SocketAddr) -> Result<TcpListener> {
     TcpListener::bind(addr)
         .await
@@ -44,9 +63,14 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener> {
 }
 
 impl Listeners {
-    /// Binds the cleartext and TLS addresses that are given; errors name the
-    /// address (e.g. port in use).
-    pub async fn bind(plain: Option<SocketAddr>, tls: Option<SocketAddr>) -> Result<Listeners> {
+    /// Binds the cleartext and TLS addresses that are given, and with `h3` the TLS
+    /// listener's address (port 0 resolved) over UDP; errors name the address (e.g.
+    /// port in use).
+    pub async fn bind(
+        plain: Option<SocketAddr>,
+        tls: Option<SocketAddr>,
+        h3: bool,
+    ) -> Result<Listeners> {
         let plain = match plain {
             Some(addr) => Some(bind(addr).await?),
             None => None,
@@ -55,7 +79,16 @@ impl Listeners {
             Some(addr) => Some(bind(addr).await?),
             None => None,
         };
-        Ok(Listeners { plain, tls })
+        let quic = match &tls {
+            Some(tls) if h3 => {
+                let addr = tls.local_addr()?;
+                let socket = std::net::UdpSocket::bind(addr)
+                    .with_context(|| format!("cannot listen on {addr} (UDP, for HTTP/3)"))?;
+                Some(socket)
+            }
+            _ => None,
+        };
+        Ok(Listeners { plain, tls, quic })
     }
 
     /// The cleartext address actually bound (port 0 resolved).
@@ -68,14 +101,21 @@ impl Listeners {
         self.tls.as_ref().and_then(|l| l.local_addr().ok())
     }
 
+    /// The UDP address HTTP/3 is served on.
+    pub fn h3_addr(&self) -> Option<SocketAddr> {
+        self.quic.as_ref().and_then(|s| s.local_addr().ok())
+    }
+
     /// Accepts until `stop` resolves, then lets connections finish their
     /// requests in flight for at most `drain`. `acceptor` terminates TLS on
-    /// the TLS listener and is required when there is one.
+    /// the TLS listener and is required when there is one; `h3` is required when
+    /// HTTP/3 was bound.
     pub async fn serve(
-        self,
+        mut self,
         app: Arc<App>,
         h2: Arc<H2Config>,
         acceptor: Option<TlsAcceptor>,
+        h3: Option<H3Server>,
         stop: impl Future<Output = ()>,
         drain: Duration,
     ) -> Result<()> {
@@ -84,24 +124,46 @@ impl Listeners {
             "a TLS listener needs a certificate"
         );
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let mut connections = JoinSet::new();
+        let mut hooks = Hooks {
+            plain: ResponseHook::none(),
+            tls: ResponseHook::none(),
+        };
+        if let Some(socket) = self.quic.take() {
+            let h3 = h3.context("HTTP/3 needs its server config")?;
+            let port = socket.local_addr()?.port();
+            let endpoint = quinn::Endpoint::new(
+                quinn::EndpointConfig::default(),
+                Some(h3.quinn),
+                socket,
+                Arc::new(quinn::TokioRuntime),
+            )
+            .context("starting HTTP/3")?;
+            connections.spawn(super::h3::serve(
+                endpoint,
+                app.clone(),
+                h3.config,
+                shutdown_rx.clone(),
+            ));
+            hooks.tls = ResponseHook::advertise_h3(port);
+        }
         let shared = Shared {
             app,
             h2,
             shutdown: shutdown_rx,
         };
-        let mut connections = JoinSet::new();
         tokio::pin!(stop);
         loop {
             tokio::select! {
                 _ = &mut stop => break,
                 accepted = accept(self.plain.as_ref()) => {
                     if let Some(stream) = accepted {
-                        connections.spawn(plain_connection(stream, shared.clone()));
+                        connections.spawn(plain_connection(stream, shared.clone(), hooks.plain.clone()));
                     }
                 }
                 accepted = accept(self.tls.as_ref()) => {
                     if let (Some(stream), Some(acceptor)) = (accepted, &acceptor) {
-                        connections.spawn(tls_connection(stream, acceptor.clone(), shared.clone()));
+                        connections.spawn(tls_connection(stream, acceptor.clone(), shared.clone(), hooks.tls.clone()));
                     }
                 }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -169,38 +231,43 @@ async fn before_shutdown<T>(
     }
 }
 
-async fn plain_connection(mut stream: TcpStream, mut shared: Shared) {
+async fn plain_connection(mut stream: TcpStream, mut shared: Shared, hook: ResponseHook) {
     let Some((protocol, prefix)) = before_shutdown(&mut shared.shutdown, sniff(&mut stream)).await
     else {
         return;
     };
     let io = Rewind::new(prefix, stream);
     match protocol {
-        Cleartext::H1 => serve_h1(io, shared, RequestScheme::Http).await,
-        Cleartext::H2c => serve_h2(io, shared, RequestScheme::Http).await,
+        Cleartext::H1 => serve_h1(io, shared, RequestScheme::Http, hook).await,
+        Cleartext::H2c => serve_h2(io, shared, RequestScheme::Http, hook).await,
     }
 }
 
-async fn tls_connection(stream: TcpStream, acceptor: TlsAcceptor, mut shared: Shared) {
+async fn tls_connection(
+    stream: TcpStream,
+    acceptor: TlsAcceptor,
+    mut shared: Shared,
+    hook: ResponseHook,
+) {
     let Some(tls) = before_shutdown(&mut shared.shutdown, acceptor.accept(stream)).await else {
         return;
     };
     match tls::negotiated(tls.get_ref().1) {
-        Negotiated::H1 => serve_h1(tls, shared, RequestScheme::Https).await,
-        Negotiated::H2 => serve_h2(tls, shared, RequestScheme::Https).await,
+        Negotiated::H1 => serve_h1(tls, shared, RequestScheme::Https, hook).await,
+        Negotiated::H2 => serve_h2(tls, shared, RequestScheme::Https, hook).await,
     }
 }
 
-async fn serve_h1<IO>(io: IO, shared: Shared, scheme: RequestScheme)
+async fn serve_h1<IO>(io: IO, shared: Shared, scheme: RequestScheme, hook: ResponseHook)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    super::h1::serve(io, shared.app, scheme, shared.shutdown).await
+    super::h1::serve(io, shared.app, scheme, hook, shared.shutdown).await
 }
 
-async fn serve_h2<IO>(io: IO, shared: Shared, scheme: RequestScheme)
+async fn serve_h2<IO>(io: IO, shared: Shared, scheme: RequestScheme, hook: ResponseHook)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    super::h2::serve(io, shared.app, scheme, shared.shutdown, shared.h2).await
+    super::h2::serve(io, shared.app, scheme, hook, shared.shutdown, shared.h2).await
 }

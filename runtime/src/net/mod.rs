@@ -3,7 +3,12 @@
 pub mod cert;
 pub mod h1;
 pub mod h2;
+pub mod h3;
+pub mod handler;
 pub mod listener;
+pub mod request_body;
+mod response_fields;
+pub mod response_hook;
 mod rewind;
 mod sniff;
 pub mod tls;

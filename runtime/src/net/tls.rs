@@ -19,16 +19,27 @@ pub enum Negotiated {
 }
 
 /// Builds the acceptor for the TLS listener.
-pub fn acceptor(key: CertifiedKey) -> Result<TlsAcceptor> {
+pub fn acceptor(key: &CertifiedKey) -> Result<TlsAcceptor> {
+    let config = server_config(key, rustls::DEFAULT_VERSIONS, &[ALPN_H2, ALPN_HTTP11])?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// A rustls server config on the ring provider presenting `key`, for the TLS listener
+/// and (TLS 1.3 only) for QUIC: both present the same certificate.
+pub(crate) fn server_config(
+    key: &CertifiedKey,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    alpn: &[&[u8]],
+) -> Result<rustls::ServerConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .context("configuring TLS versions")?
         .with_no_client_auth()
-        .with_single_cert(key.chain, key.key)
+        .with_single_cert(key.chain.clone(), key.key.clone_key())
         .context("the TLS certificate and key do not fit together")?;
-    config.alpn_protocols = vec![ALPN_H2.to_vec(), ALPN_HTTP11.to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    config.alpn_protocols = alpn.iter().map(|id| id.to_vec()).collect();
+    Ok(config)
 }
 
 /// What ALPN chose; no ALPN at all means HTTP/1.1.

@@ -8,8 +8,6 @@
 //! pending: everyone else's responses still leave in the same coalesced write (4.4).
 
 mod config;
-mod handler;
-mod request_body;
 mod response;
 mod write_queue;
 
@@ -26,12 +24,13 @@ use tokio::time::{Instant, Sleep};
 use wedge_proto::h2::conn::{Connection, Event};
 use wedge_proto::h2::{ErrorCode, StreamId};
 
+pub use crate::net::handler::{AppHandler, Handler};
+pub use crate::net::request_body::{BodyGone, ConnStats, RequestBody};
 pub use config::H2Config;
-pub use handler::{AppHandler, Handler};
-pub use request_body::{BodyGone, ConnStats, RequestBody};
 
 use crate::host::{App, RequestScheme};
-use request_body::Inbox;
+use crate::net::request_body::{Inbox, InboxPool};
+use crate::net::response_hook::ResponseHook;
 use response::{Outgoing, Progress};
 use write_queue::WriteQueue;
 
@@ -42,13 +41,15 @@ pub async fn serve<IO>(
     io: IO,
     app: Arc<App>,
     scheme: RequestScheme,
+    hook: ResponseHook,
     shutdown: watch::Receiver<bool>,
     config: Arc<H2Config>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let stats = Arc::new(ConnStats::default());
-    serve_with(io, AppHandler::new(app, scheme), shutdown, config, stats).await
+    let handler = AppHandler::new(app, scheme, hook);
+    serve_with(io, handler, shutdown, config, stats).await
 }
 
 /// [`serve`] with any [`Handler`], reporting into `stats`.
@@ -70,8 +71,6 @@ pub async fn serve_with<IO, H>(
 const READ_CHUNK: usize = 32 * 1024;
 /// Turns one poll may run before handing the thread back to the runtime.
 const TURNS_PER_POLL: usize = 16;
-/// Request body inboxes kept for reuse.
-const MAX_POOLED_BODIES: usize = 32;
 
 /// What a stream is waiting for.
 enum Phase<H: Handler> {
@@ -97,13 +96,12 @@ struct Driver<IO, H: Handler> {
     io: IO,
     handler: H,
     config: Arc<H2Config>,
-    stats: Arc<ConnStats>,
     conn: Connection,
     read_buf: BytesMut,
     events: Vec<Event>,
     queue: WriteQueue,
     slots: Vec<Slot<H>>,
-    bodies: Vec<Arc<Inbox>>,
+    bodies: InboxPool,
     shutdown: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     timer: Pin<Box<Sleep>>,
     deadline: Option<Instant>,
@@ -141,13 +139,12 @@ where
         Driver {
             io,
             handler,
-            stats,
             conn,
             read_buf: BytesMut::with_capacity(READ_CHUNK),
             events: Vec::new(),
             queue,
             slots: Vec::with_capacity(config.max_concurrent_streams as usize),
-            bodies: Vec::new(),
+            bodies: InboxPool::new(stats),
             shutdown: Some(Box::pin(async move {
                 let _ = shutdown.wait_for(|stop| *stop).await;
             })),
@@ -262,7 +259,7 @@ where
                     head,
                     end_stream,
                 } => {
-                    let inbox = (!end_stream).then(|| self.rent_inbox());
+                    let inbox = (!end_stream).then(|| self.bodies.rent());
                     let body = match &inbox {
                         Some(inbox) => RequestBody::new(inbox.clone()),
                         None => RequestBody::empty(),
@@ -301,7 +298,7 @@ where
                 Event::Reset { stream, .. } => {
                     if let Some(i) = self.slots.iter().position(|s| s.id == stream) {
                         let slot = self.slots.swap_remove(i);
-                        self.retire(slot, request_body::BodyGone::Reset);
+                        self.retire(slot, BodyGone::Reset);
                     }
                 }
             }
@@ -319,7 +316,7 @@ where
             if done {
                 // In order: streams are served first come, first served.
                 let slot = self.slots.remove(i);
-                self.retire(slot, request_body::BodyGone::PeerGone);
+                self.retire(slot, BodyGone::PeerGone);
             } else {
                 i += 1;
             }
@@ -379,20 +376,10 @@ where
 
     /// A stream is over: its handler and body are dropped (a guest still running is
     /// stopped), and its inbox, once nobody else holds it, is kept for the next stream.
-    fn retire(&mut self, slot: Slot<H>, why: request_body::BodyGone) {
+    fn retire(&mut self, slot: Slot<H>, why: BodyGone) {
         let Some(inbox) = slot.inbox else { return };
-        inbox.fail(why);
         drop(slot.phase);
-        if Arc::strong_count(&inbox) == 1 && self.bodies.len() < MAX_POOLED_BODIES {
-            inbox.reset();
-            self.bodies.push(inbox);
-        }
-    }
-
-    fn rent_inbox(&mut self) -> Arc<Inbox> {
-        self.bodies
-            .pop()
-            .unwrap_or_else(|| Inbox::new(self.stats.clone()))
+        self.bodies.give_back(inbox, why);
     }
 
     /// Ends every stream at once; what is staged (a GOAWAY) is still flushed.
@@ -404,7 +391,7 @@ where
     /// Tells every stream the peer is gone: handlers and bodies dropped, readers woken.
     fn peer_gone(&mut self) {
         while let Some(slot) = self.slots.pop() {
-            self.retire(slot, request_body::BodyGone::PeerGone);
+            self.retire(slot, BodyGone::PeerGone);
         }
     }
 

@@ -7,30 +7,12 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
-use http::HeaderMap;
 use http_body::Body;
 use wedge_proto::h2::conn::Connection;
 use wedge_proto::h2::{ErrorCode, StreamId};
 
 use super::write_queue::{TurnWaiter, WriteQueue};
-
-/// Fields that mean something only to one HTTP/1.1 connection (RFC 9113 §8.2.2); a
-/// handler's response may carry them, HTTP/2 must not.
-fn is_connection_specific(name: &http::HeaderName) -> bool {
-    use http::header::{CONNECTION, TRANSFER_ENCODING, UPGRADE};
-    name == CONNECTION
-        || name == TRANSFER_ENCODING
-        || name == UPGRADE
-        || name.as_str() == "keep-alive"
-        || name.as_str() == "proxy-connection"
-}
-
-fn fields(headers: &HeaderMap) -> impl Iterator<Item = (&[u8], &[u8])> {
-    headers
-        .iter()
-        .filter(|(name, _)| !is_connection_specific(name))
-        .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()))
-}
+use crate::net::response_fields::fields;
 
 /// Stages the response head; `true` when the response ended with it.
 pub(super) fn send_head<B: Body>(

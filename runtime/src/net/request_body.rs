@@ -1,7 +1,8 @@
 //! The request body as the handler sees it (DESIGN 4.1): DATA the connection buffered,
-//! handed out as the handler polls. What it takes is reported back to the connection,
-//! which re-opens the stream window by that much — so a handler that never reads holds
-//! at most one window and the peer stops sending.
+//! handed out as the handler polls. What it takes is reported back to the connection:
+//! HTTP/2 re-opens the stream window by that much, HTTP/3 reads the next chunk from
+//! quinn only once the inbox is drained — so a handler that never reads holds at most
+//! one window and the peer stops sending.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -69,15 +70,28 @@ struct State {
     connection: Option<Waker>,
 }
 
+impl State {
+    /// The connection asks to be woken when the handler takes a chunk.
+    fn listen(&mut self, connection: &Waker) {
+        if !self
+            .connection
+            .as_ref()
+            .is_some_and(|w| w.will_wake(connection))
+        {
+            self.connection = Some(connection.clone());
+        }
+    }
+}
+
 /// What the connection and the handler share for one stream's body. Pooled by the
 /// connection, reused only once the handler has dropped its [`RequestBody`].
-pub(super) struct Inbox {
+pub(in crate::net) struct Inbox {
     state: Mutex<State>,
     stats: Arc<ConnStats>,
 }
 
 impl Inbox {
-    pub(super) fn new(stats: Arc<ConnStats>) -> Arc<Inbox> {
+    pub(in crate::net) fn new(stats: Arc<ConnStats>) -> Arc<Inbox> {
         Arc::new(Inbox {
             state: Mutex::default(),
             stats,
@@ -90,7 +104,7 @@ impl Inbox {
     }
 
     /// DATA arrived; `end` with END_STREAM.
-    pub(super) fn push(&self, chunk: Bytes, end: bool) {
+    pub(in crate::net) fn push(&self, chunk: Bytes, end: bool) {
         let mut state = self.lock();
         if !chunk.is_empty() {
             self.stats.add(chunk.len());
@@ -103,7 +117,7 @@ impl Inbox {
     }
 
     /// The body will not complete; unread octets are dropped.
-    pub(super) fn fail(&self, why: BodyGone) {
+    pub(in crate::net) fn fail(&self, why: BodyGone) {
         let mut state = self.lock();
         let dropped: usize = state.chunks.drain(..).map(|c| c.len()).sum();
         self.stats.sub(dropped);
@@ -116,20 +130,24 @@ impl Inbox {
     }
 
     /// Octets the handler read since last asked; the connection registers to hear of more.
-    pub(super) fn take_consumed(&self, connection: &Waker) -> usize {
+    pub(in crate::net) fn take_consumed(&self, connection: &Waker) -> usize {
         let mut state = self.lock();
-        if !state
-            .connection
-            .as_ref()
-            .is_some_and(|w| w.will_wake(connection))
-        {
-            state.connection = Some(connection.clone());
-        }
+        state.listen(connection);
         std::mem::take(&mut state.consumed)
     }
 
+    /// Whether the handler has taken all that was pushed, so the connection may read it
+    /// more; the connection registers to hear when that becomes so. (HTTP/3's credit: it
+    /// reads from quinn only then, and counts nothing.)
+    pub(in crate::net) fn wants_more(&self, connection: &Waker) -> bool {
+        let mut state = self.lock();
+        state.listen(connection);
+        state.consumed = 0;
+        state.chunks.is_empty()
+    }
+
     /// Forgets everything before the next stream uses it.
-    pub(super) fn reset(&self) {
+    pub(in crate::net) fn reset(&self) {
         let mut state = self.lock();
         let dropped: usize = state.chunks.drain(..).map(|c| c.len()).sum();
         self.stats.sub(dropped);
@@ -138,6 +156,40 @@ impl Inbox {
         state.consumed = 0;
         state.reader = None;
         state.connection = None;
+    }
+}
+
+/// Request body inboxes kept for reuse per connection (DESIGN 4.3).
+const MAX_POOLED_INBOXES: usize = 32;
+
+/// A connection's spare inboxes: a finished stream's goes back once its handler let go.
+pub(in crate::net) struct InboxPool {
+    free: Vec<Arc<Inbox>>,
+    stats: Arc<ConnStats>,
+}
+
+impl InboxPool {
+    pub(in crate::net) fn new(stats: Arc<ConnStats>) -> Self {
+        InboxPool {
+            free: Vec::new(),
+            stats,
+        }
+    }
+
+    pub(in crate::net) fn rent(&mut self) -> Arc<Inbox> {
+        self.free
+            .pop()
+            .unwrap_or_else(|| Inbox::new(self.stats.clone()))
+    }
+
+    /// Ends the body with `why` unless it ended already, and keeps the inbox if nobody
+    /// else (a handler still running) holds it. Drop the stream's handler first.
+    pub(in crate::net) fn give_back(&mut self, inbox: Arc<Inbox>, why: BodyGone) {
+        inbox.fail(why);
+        if Arc::strong_count(&inbox) == 1 && self.free.len() < MAX_POOLED_INBOXES {
+            inbox.reset();
+            self.free.push(inbox);
+        }
     }
 }
 
@@ -152,7 +204,7 @@ impl RequestBody {
         RequestBody { inbox: None }
     }
 
-    pub(super) fn new(inbox: Arc<Inbox>) -> Self {
+    pub(in crate::net) fn new(inbox: Arc<Inbox>) -> Self {
         RequestBody { inbox: Some(inbox) }
     }
 }

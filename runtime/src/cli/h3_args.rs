@@ -1,0 +1,87 @@
+//! `--h3-*` flags and `--no-h3`: every field of [`H3Config`], defaults taken from it (and
+//! shown in `--help`).
+
+use crate::net::h3::H3Config;
+
+fn defaults() -> H3Config {
+    H3Config::default()
+}
+
+/// HTTP/3 on the TLS listener's port (UDP).
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "HTTP/3")]
+pub struct H3Args {
+    /// Serve no HTTP/3 (and advertise none with Alt-Svc).
+    #[arg(long)]
+    pub no_h3: bool,
+
+    /// Request streams one connection may have open at once (QUIC
+    /// max_concurrent_bidi_streams): a client cannot open more.
+    #[arg(long, default_value_t = defaults().max_concurrent_streams)]
+    pub h3_max_concurrent_streams: u32,
+
+    /// A connection that carries nothing for this long is closed (QUIC idle timeout).
+    #[arg(long, default_value_t = defaults().idle_timeout.into())]
+    pub h3_idle_timeout: humantime::Duration,
+
+    /// Largest request head in octets (SETTINGS_MAX_FIELD_SECTION_SIZE); larger
+    /// requests are answered 431.
+    #[arg(long, default_value_t = defaults().max_field_section_size)]
+    pub h3_max_field_section_size: u64,
+}
+
+impl H3Args {
+    /// The engine configuration these flags describe, or `None` with `--no-h3`.
+    pub fn to_config(&self) -> Option<H3Config> {
+        (!self.no_h3).then(|| H3Config {
+            max_concurrent_streams: self.h3_max_concurrent_streams,
+            idle_timeout: self.h3_idle_timeout.into(),
+            max_field_section_size: self.h3_max_field_section_size,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        h3: H3Args,
+    }
+
+    #[test]
+    fn no_flags_give_the_engine_defaults() {
+        let cli = Cli::parse_from(["wedge"]);
+        assert_eq!(cli.h3.to_config(), Some(H3Config::default()));
+    }
+
+    #[test]
+    fn every_flag_reaches_the_config() {
+        let cli = Cli::parse_from([
+            "wedge",
+            "--h3-max-concurrent-streams=7",
+            "--h3-idle-timeout=5s",
+            "--h3-max-field-section-size=1000",
+        ]);
+        assert_eq!(
+            cli.h3.to_config(),
+            Some(H3Config {
+                max_concurrent_streams: 7,
+                idle_timeout: Duration::from_secs(5),
+                max_field_section_size: 1000,
+            })
+        );
+    }
+
+    #[test]
+    fn no_h3_turns_it_off() {
+        let cli = Cli::parse_from(["wedge", "--no-h3"]);
+        assert_eq!(cli.h3.to_config(), None);
+    }
+}

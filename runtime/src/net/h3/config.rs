@@ -1,0 +1,67 @@
+//! The HTTP/3 engine's limits (DESIGN 4.5), each with a default safe to face the
+//! internet with: what quinn enforces per connection and what the h3 core enforces.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use quinn::crypto::rustls::QuicServerConfig;
+use wedge_proto::h3;
+
+use crate::net::cert::CertifiedKey;
+use crate::net::tls;
+
+/// ALPN id of HTTP/3 (RFC 9114 §3.1).
+const ALPN_H3: &[u8] = b"h3";
+
+/// Everything an operator can tune about HTTP/3 connections.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct H3Config {
+    /// Request streams a client may have open at once (quinn's
+    /// `max_concurrent_bidi_streams`): the client cannot open more.
+    pub max_concurrent_streams: u32,
+    /// A connection that carries nothing for this long is closed (QUIC idle timeout).
+    pub idle_timeout: Duration,
+    /// SETTINGS_MAX_FIELD_SECTION_SIZE: a larger request head is answered 431.
+    pub max_field_section_size: u64,
+}
+
+impl Default for H3Config {
+    fn default() -> Self {
+        H3Config {
+            max_concurrent_streams: 100,
+            idle_timeout: Duration::from_secs(30),
+            max_field_section_size: h3::Config::default().max_field_section_size,
+        }
+    }
+}
+
+impl H3Config {
+    /// The part the sans-IO core enforces. Its QPACK settings keep their defaults: no
+    /// dynamic table, so no request stream ever waits on the encoder stream.
+    pub fn core(&self) -> h3::Config {
+        h3::Config {
+            max_field_section_size: self.max_field_section_size,
+            ..h3::Config::default()
+        }
+    }
+
+    /// quinn's server configuration: TLS 1.3 with ALPN `h3` presenting `key` (the TLS
+    /// listener's certificate), and these limits.
+    pub fn server_config(&self, key: &CertifiedKey) -> Result<quinn::ServerConfig> {
+        let tls = tls::server_config(key, &[&rustls::version::TLS13], &[ALPN_H3])?;
+        let crypto = QuicServerConfig::try_from(tls).context("configuring TLS for QUIC")?;
+        let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+        let transport = Arc::get_mut(&mut config.transport)
+            .expect("a fresh server config owns its transport config");
+        transport.max_concurrent_bidi_streams(self.max_concurrent_streams.into());
+        // The client's control stream and QPACK streams, plus room for grease.
+        transport.max_concurrent_uni_streams(8u32.into());
+        transport.max_idle_timeout(Some(
+            self.idle_timeout
+                .try_into()
+                .context("the HTTP/3 idle timeout is too long for QUIC")?,
+        ));
+        Ok(config)
+    }
+}

@@ -1,0 +1,589 @@
+//! One HTTP/3 connection: the sans-IO core fed from quinn's streams, requests dispatched
+//! to the handler, responses written back.
+//!
+//! One task owns the core, the streams and the handlers' futures, like the HTTP/2
+//! driver. Each pass accepts new streams, reads the client's unidirectional streams
+//! freely (they carry no body), reads a request stream until its head and afterwards
+//! only when its handler has taken all that was read (DESIGN 4.1), polls every handler
+//! and writes every response as far as quinn takes it. A handler that parks is just a
+//! stream whose future is pending (4.4).
+
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http::StatusCode;
+use quinn::{ReadError, RecvStream, SendStream};
+use tokio::io::ReadBuf;
+use tokio::sync::watch;
+use wedge_proto::h3::{Connection, ConnectionError, ErrorCode, Event, RequestHead};
+
+use super::H3Config;
+use super::quic_code;
+use super::response::Outgoing;
+use crate::net::handler::Handler;
+use crate::net::request_body::{BodyGone, ConnStats, Inbox, InboxPool, RequestBody};
+
+/// Read at most this much per read call.
+const READ_CHUNK: usize = 16 * 1024;
+/// Passes one poll may run before handing the thread back to the runtime.
+const PASSES_PER_POLL: usize = 16;
+/// Response staging buffers kept for reuse (DESIGN 4.3), and the largest kept.
+const MAX_POOLED_SEND_BUFFERS: usize = 32;
+const MAX_POOLED_SEND_BUFFER: usize = 4 * 1024;
+
+type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// Serves one QUIC connection until the client closes it, it idles out, a connection
+/// error, or `shutdown`: then GOAWAY, the requests in flight finish and their responses
+/// are acknowledged, and the connection closes with H3_NO_ERROR.
+pub async fn serve<H: Handler<RequestHead>>(
+    incoming: quinn::Incoming,
+    handler: H,
+    config: Arc<H3Config>,
+    shutdown: watch::Receiver<bool>,
+    stats: Arc<ConnStats>,
+) {
+    let quic = match incoming.await {
+        Ok(quic) => quic,
+        Err(err) => {
+            tracing::debug!("h3 handshake failed: {err}");
+            return;
+        }
+    };
+    let mut driver = Driver::new(quic, handler, &config, shutdown, stats);
+    std::future::poll_fn(|cx| driver.poll(cx)).await;
+}
+
+/// Where a request stream is.
+enum Phase<H: Handler<RequestHead>> {
+    /// Its head has not arrived whole.
+    Head,
+    Handling(H::Future),
+    Sending(Outgoing<H::Body>),
+}
+
+struct RequestStream<H: Handler<RequestHead>> {
+    id: u64,
+    /// `None` once the request ended, failed or was stopped.
+    recv: Option<RecvStream>,
+    send: SendStream,
+    /// The body's inbox, from the head on.
+    inbox: Option<Arc<Inbox>>,
+    phase: Phase<H>,
+}
+
+/// One of the client's unidirectional streams (control, QPACK, or unknown).
+struct UniStream {
+    id: u64,
+    recv: RecvStream,
+}
+
+/// Our control stream: opened first, never finished (RFC 9114 §6.2.1).
+enum Control {
+    Opening(Boxed<Result<SendStream, quinn::ConnectionError>>),
+    Open(SendStream),
+    Failed,
+}
+
+/// Why the connection's task ends.
+enum End {
+    /// Closed (by the peer, an idle timeout, or us): nothing more to send.
+    Closed,
+    /// A connection error of ours: close with its code.
+    Error(ErrorCode),
+}
+
+struct Driver<H: Handler<RequestHead>> {
+    quic: quinn::Connection,
+    handler: H,
+    core: Connection,
+    events: Vec<Event>,
+    read_buf: BytesMut,
+    accept_bi: Boxed<Result<(SendStream, RecvStream), quinn::ConnectionError>>,
+    accept_uni: Boxed<Result<RecvStream, quinn::ConnectionError>>,
+    control: Control,
+    /// Control stream octets (SETTINGS, GOAWAY) quinn has not taken yet.
+    control_out: Vec<u8>,
+    uni: Vec<UniStream>,
+    requests: Vec<RequestStream<H>>,
+    bodies: InboxPool,
+    send_buffers: Vec<Vec<u8>>,
+    shutdown: Option<Boxed<()>>,
+    /// After GOAWAY: responses finished since, until the client acknowledged them.
+    unacked: Option<Vec<Boxed<()>>>,
+}
+
+fn accept_bi(
+    quic: &quinn::Connection,
+) -> Boxed<Result<(SendStream, RecvStream), quinn::ConnectionError>> {
+    let quic = quic.clone();
+    Box::pin(async move { quic.accept_bi().await })
+}
+
+fn accept_uni(quic: &quinn::Connection) -> Boxed<Result<RecvStream, quinn::ConnectionError>> {
+    let quic = quic.clone();
+    Box::pin(async move { quic.accept_uni().await })
+}
+
+impl<H: Handler<RequestHead>> Driver<H> {
+    fn new(
+        quic: quinn::Connection,
+        handler: H,
+        config: &H3Config,
+        mut shutdown: watch::Receiver<bool>,
+        stats: Arc<ConnStats>,
+    ) -> Self {
+        let core = Connection::new(config.core());
+        let mut control_out = Vec::new();
+        core.open_control_stream(&mut control_out);
+        let opening = {
+            let quic = quic.clone();
+            Box::pin(async move { quic.open_uni().await })
+        };
+        Driver {
+            accept_bi: accept_bi(&quic),
+            accept_uni: accept_uni(&quic),
+            control: Control::Opening(opening),
+            quic,
+            handler,
+            core,
+            events: Vec::new(),
+            read_buf: BytesMut::with_capacity(READ_CHUNK),
+            control_out,
+            uni: Vec::new(),
+            requests: Vec::new(),
+            bodies: InboxPool::new(stats),
+            send_buffers: Vec::new(),
+            shutdown: Some(Box::pin(async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            })),
+            unacked: None,
+        }
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        for _ in 0..PASSES_PER_POLL {
+            let progress = match self.pass(cx) {
+                Ok(progress) => progress,
+                Err(End::Closed) => false,
+                Err(End::Error(code)) => {
+                    tracing::debug!("h3 connection error: {}", code.name());
+                    self.quic.close(quic_code(code), b"");
+                    false
+                }
+            };
+            if self.quic.close_reason().is_some() {
+                self.peer_gone();
+                return Poll::Ready(());
+            }
+            if self.drained(cx) {
+                self.quic.close(quic_code(ErrorCode::NoError), b"");
+                self.peer_gone();
+                return Poll::Ready(());
+            }
+            if !progress {
+                return Poll::Pending;
+            }
+        }
+        // Busy every pass: let the other connections on this worker run.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// One pass over everything; `Ok(true)` if anything moved.
+    fn pass(&mut self, cx: &mut Context<'_>) -> Result<bool, End> {
+        self.poll_shutdown(cx);
+        let mut progress = self.poll_accept(cx)?;
+        progress |= self.poll_control(cx);
+        progress |= self.poll_uni(cx)?;
+        progress |= self.poll_requests(cx)?;
+        Ok(progress)
+    }
+
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) {
+        if let Some(shutdown) = &mut self.shutdown
+            && shutdown.as_mut().poll(cx).is_ready()
+        {
+            self.shutdown = None;
+            self.core.goaway(&mut self.control_out);
+            self.unacked = Some(Vec::new());
+        }
+    }
+
+    /// After GOAWAY: whether every request is answered and acknowledged.
+    fn drained(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(unacked) = &mut self.unacked else {
+            return false;
+        };
+        unacked.retain_mut(|acked| acked.as_mut().poll(cx).is_pending());
+        unacked.is_empty() && self.requests.is_empty() && self.control_out.is_empty()
+    }
+
+    fn poll_accept(&mut self, cx: &mut Context<'_>) -> Result<bool, End> {
+        let mut progress = false;
+        while let Poll::Ready(accepted) = self.accept_bi.as_mut().poll(cx) {
+            let (send, recv) = accepted.map_err(|_| End::Closed)?;
+            self.accept_bi = accept_bi(&self.quic);
+            self.requests.push(RequestStream {
+                id: recv.id().into(),
+                recv: Some(recv),
+                send,
+                inbox: None,
+                phase: Phase::Head,
+            });
+            progress = true;
+        }
+        while let Poll::Ready(accepted) = self.accept_uni.as_mut().poll(cx) {
+            let recv = accepted.map_err(|_| End::Closed)?;
+            self.accept_uni = accept_uni(&self.quic);
+            self.uni.push(UniStream {
+                id: recv.id().into(),
+                recv,
+            });
+            progress = true;
+        }
+        Ok(progress)
+    }
+
+    /// Opens our control stream and writes what is staged for it.
+    fn poll_control(&mut self, cx: &mut Context<'_>) -> bool {
+        if let Control::Opening(opening) = &mut self.control {
+            match opening.as_mut().poll(cx) {
+                Poll::Pending => return false,
+                Poll::Ready(Ok(send)) => self.control = Control::Open(send),
+                Poll::Ready(Err(_)) => self.control = Control::Failed,
+            }
+        }
+        let Control::Open(send) = &mut self.control else {
+            // The connection is closing: nothing staged for it can matter.
+            self.control_out.clear();
+            return false;
+        };
+        let mut progress = false;
+        while !self.control_out.is_empty() {
+            match Pin::new(&mut *send).poll_write(cx, &self.control_out) {
+                Poll::Ready(Ok(n)) => {
+                    self.control_out.drain(..n);
+                    progress = true;
+                }
+                Poll::Ready(Err(_)) => {
+                    self.control = Control::Failed;
+                    self.control_out.clear();
+                    return true;
+                }
+                Poll::Pending => break,
+            }
+        }
+        progress
+    }
+
+    /// Reads the client's unidirectional streams as fast as they come.
+    fn poll_uni(&mut self, cx: &mut Context<'_>) -> Result<bool, End> {
+        let mut progress = false;
+        let mut i = 0;
+        while i < self.uni.len() {
+            let stream = &mut self.uni[i];
+            let id = stream.id;
+            match read(&mut stream.recv, &mut self.read_buf, cx) {
+                Read::Pending => {
+                    i += 1;
+                    continue;
+                }
+                Read::Octets(input, fin) => {
+                    self.core
+                        .recv(id, &input, fin, &mut self.events)
+                        .map_err(connection_error)?;
+                    if fin {
+                        self.uni.swap_remove(i);
+                    } else {
+                        i += 1;
+                    }
+                    self.dispatch(&input);
+                }
+                Read::Reset => {
+                    self.uni.swap_remove(i);
+                    self.core.reset(id).map_err(connection_error)?;
+                }
+            }
+            progress = true;
+        }
+        Ok(progress)
+    }
+
+    /// Reads, handles and answers every request stream once.
+    fn poll_requests(&mut self, cx: &mut Context<'_>) -> Result<bool, End> {
+        let mut progress = false;
+        let mut i = 0;
+        while i < self.requests.len() {
+            progress |= self.read_request(i, cx)?;
+            let Some(stream) = self.requests.get_mut(i) else {
+                break;
+            };
+            if stream.recv.is_none() && matches!(stream.phase, Phase::Head) {
+                // Failed, reset, or ended before its head: nothing to answer.
+                let stream = self.requests.remove(i);
+                self.retire(stream, BodyGone::Reset);
+                progress = true;
+                continue;
+            }
+            if self.respond(i, cx) {
+                let stream = self.requests.remove(i);
+                self.retire(stream, BodyGone::PeerGone);
+                progress = true;
+            } else {
+                i += 1;
+            }
+        }
+        Ok(progress)
+    }
+
+    /// Reads a request stream once if it may be read: until its head freely, then only
+    /// when the handler has taken all that was read.
+    fn read_request(&mut self, i: usize, cx: &mut Context<'_>) -> Result<bool, End> {
+        let stream = &mut self.requests[i];
+        let id = stream.id;
+        let Some(recv) = &mut stream.recv else {
+            return Ok(false);
+        };
+        if let Some(inbox) = &stream.inbox
+            && !inbox.wants_more(cx.waker())
+        {
+            return Ok(false);
+        }
+        match read(recv, &mut self.read_buf, cx) {
+            Read::Pending => Ok(false),
+            Read::Octets(input, fin) => {
+                if fin {
+                    stream.recv = None;
+                }
+                self.core
+                    .recv(id, &input, fin, &mut self.events)
+                    .map_err(connection_error)?;
+                self.dispatch(&input);
+                Ok(true)
+            }
+            Read::Reset => {
+                stream.recv = None;
+                if let Some(inbox) = &stream.inbox {
+                    inbox.fail(BodyGone::Reset);
+                }
+                self.core.reset(id).map_err(connection_error)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Hands the core's events about `input` to their streams.
+    fn dispatch(&mut self, input: &Bytes) {
+        let mut events = std::mem::take(&mut self.events);
+        for event in events.drain(..) {
+            match event {
+                Event::Request { stream, head } => self.start(stream, &head),
+                Event::Data { stream, range } => {
+                    if let Some(inbox) = self.request(stream).and_then(|s| s.inbox.as_ref()) {
+                        inbox.push(input.slice(range), false);
+                    }
+                }
+                // The host bridge takes no request trailers (as with HTTP/2).
+                Event::Trailers { trailers, .. } => self.core.give_back(trailers),
+                Event::End { stream } => {
+                    if let Some(stream) = self.request(stream) {
+                        stream.recv = None;
+                        if let Some(inbox) = &stream.inbox {
+                            inbox.push(Bytes::new(), true);
+                        }
+                    }
+                }
+                Event::HeadTooLarge { stream } => {
+                    let staged = self.send_buffer();
+                    let outgoing = Outgoing::status(
+                        &mut self.core,
+                        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                        staged,
+                    );
+                    if let Some(stream) = self.request(stream) {
+                        stop(&mut stream.recv, ErrorCode::NoError);
+                        stream.phase = Phase::Sending(outgoing);
+                    }
+                }
+                Event::StreamError { stream, code } => {
+                    if let Some(stream) = self.request(stream) {
+                        fail_stream(stream, code);
+                    }
+                }
+                Event::StopSending { stream, code } => {
+                    if let Some(i) = self.uni.iter().position(|s| s.id == stream) {
+                        let mut uni = self.uni.swap_remove(i);
+                        let _ = uni.recv.stop(quic_code(code));
+                    }
+                }
+                Event::PeerGoaway { .. } => tracing::debug!("h3: the client is going away"),
+                // We advertise no QPACK dynamic table (`H3Config::core`), so no field
+                // section can wait on the encoder stream; should one, it is void.
+                Event::Blocked { stream, .. } => {
+                    if let Some(stream) = self.request(stream) {
+                        fail_stream(stream, ErrorCode::InternalError);
+                    }
+                }
+            }
+        }
+        self.events = events;
+    }
+
+    fn request(&mut self, id: u64) -> Option<&mut RequestStream<H>> {
+        self.requests.iter_mut().find(|s| s.id == id)
+    }
+
+    /// A head arrived: the handler is called, and the head goes back to the core.
+    fn start(&mut self, id: u64, head: &RequestHead) {
+        let inbox = self.bodies.rent();
+        let body = RequestBody::new(inbox.clone());
+        let call = catch_unwind(AssertUnwindSafe(|| self.handler.call(head, body)));
+        if let Some(stream) = self.requests.iter_mut().find(|s| s.id == id) {
+            stream.inbox = Some(inbox);
+            match call {
+                Ok(future) => stream.phase = Phase::Handling(future),
+                Err(_) => {
+                    tracing::error!("h3 stream {id}: the handler panicked");
+                    fail_stream(stream, ErrorCode::InternalError);
+                }
+            }
+        }
+    }
+
+    /// Polls a stream's handler and writes its response; `true` once it is over.
+    fn respond(&mut self, i: usize, cx: &mut Context<'_>) -> bool {
+        let stream = &mut self.requests[i];
+        let id = stream.id;
+        if let Phase::Handling(future) = &mut stream.phase {
+            let response = match catch_unwind(AssertUnwindSafe(|| Pin::new(future).poll(cx))) {
+                Ok(Poll::Pending) => return false,
+                Ok(Poll::Ready(response)) => response,
+                Err(_) => {
+                    tracing::error!("h3 stream {id}: the handler panicked");
+                    fail_stream(stream, ErrorCode::InternalError);
+                    return true;
+                }
+            };
+            let staged = self.send_buffers.pop().unwrap_or_default();
+            let stream = &mut self.requests[i];
+            stream.phase = Phase::Sending(Outgoing::new(&mut self.core, response, staged));
+        }
+        let stream = &mut self.requests[i];
+        let Phase::Sending(outgoing) = &mut stream.phase else {
+            // Still reading its head.
+            return false;
+        };
+        let pumped = catch_unwind(AssertUnwindSafe(|| {
+            outgoing.pump(&mut self.core, &mut stream.send, id, cx)
+        }));
+        match pumped {
+            Ok(Poll::Pending) => false,
+            Ok(Poll::Ready(())) => true,
+            Err(_) => {
+                tracing::error!("h3 stream {id}: the response body panicked");
+                fail_stream(stream, ErrorCode::InternalError);
+                true
+            }
+        }
+    }
+
+    /// A stream is over: its handler and body are dropped (a guest still running is
+    /// stopped); its inbox and staging buffer are kept for the next stream.
+    fn retire(&mut self, stream: RequestStream<H>, why: BodyGone) {
+        let RequestStream {
+            mut recv,
+            send,
+            inbox,
+            phase,
+            ..
+        } = stream;
+        // The response is complete: the rest of the request is not needed (§4.1.1).
+        stop(&mut recv, ErrorCode::NoError);
+        if let Some(unacked) = &mut self.unacked {
+            let acked = send.stopped();
+            unacked.push(Box::pin(async move {
+                let _ = acked.await;
+            }));
+        }
+        if let Phase::Sending(outgoing) = phase {
+            let mut buffer = outgoing.into_buffer();
+            if buffer.capacity() <= MAX_POOLED_SEND_BUFFER
+                && self.send_buffers.len() < MAX_POOLED_SEND_BUFFERS
+            {
+                buffer.clear();
+                self.send_buffers.push(buffer);
+            }
+        }
+        if let Some(inbox) = inbox {
+            self.bodies.give_back(inbox, why);
+        }
+    }
+
+    fn send_buffer(&mut self) -> Vec<u8> {
+        self.send_buffers.pop().unwrap_or_default()
+    }
+
+    /// Tells every stream the peer is gone: handlers and bodies dropped, readers woken.
+    fn peer_gone(&mut self) {
+        self.unacked = None;
+        while let Some(stream) = self.requests.pop() {
+            self.retire(stream, BodyGone::PeerGone);
+        }
+    }
+}
+
+/// What one read from a stream gave.
+enum Read {
+    Pending,
+    /// Octets, and whether the stream ended there.
+    Octets(Bytes, bool),
+    /// The peer reset the stream (or it is otherwise unreadable).
+    Reset,
+}
+
+/// Reads once into `buf`; the octets come back as their own `Bytes` so body chunks are
+/// slices of them, not copies.
+fn read(recv: &mut RecvStream, buf: &mut BytesMut, cx: &mut Context<'_>) -> Read {
+    buf.clear();
+    buf.reserve(READ_CHUNK);
+    let spare = buf.spare_capacity_mut();
+    let mut read = ReadBuf::uninit(&mut spare[..READ_CHUNK]);
+    match recv.poll_read_buf(cx, &mut read) {
+        Poll::Pending => Read::Pending,
+        Poll::Ready(Err(ReadError::Reset(_))) => Read::Reset,
+        Poll::Ready(Err(err)) => {
+            tracing::debug!("h3 stream {}: read failed: {err}", recv.id());
+            Read::Reset
+        }
+        Poll::Ready(Ok(())) => {
+            let n = read.filled().len();
+            // SAFETY: `poll_read_buf` initialised the first `n` octets of the spare capacity.
+            unsafe { buf.set_len(n) };
+            Read::Octets(buf.split().freeze(), n == 0)
+        }
+    }
+}
+
+/// Stops reading a stream with `code`, if still reading it.
+fn stop(recv: &mut Option<RecvStream>, code: ErrorCode) {
+    if let Some(mut recv) = recv.take() {
+        let _ = recv.stop(quic_code(code));
+    }
+}
+
+/// Ends a stream that cannot be answered: STOP_SENDING and RESET_STREAM with `code`.
+/// Its handler is dropped; with nothing left to read or answer, the next pass retires it.
+fn fail_stream<H: Handler<RequestHead>>(stream: &mut RequestStream<H>, code: ErrorCode) {
+    stop(&mut stream.recv, code);
+    let _ = stream.send.reset(quic_code(code));
+    stream.phase = Phase::Head;
+}
+
+fn connection_error(err: ConnectionError) -> End {
+    End::Error(err.0)
+}

@@ -1,0 +1,61 @@
+//! wedge's HTTP/3 engine: quinn carries QUIC on the TLS listener's port number (UDP);
+//! each connection is driven by the sans-IO core in `wedge_proto::h3` and dispatches
+//! to the same [`Handler`](crate::net::handler::Handler) as HTTP/2.
+
+mod config;
+mod connection;
+mod response;
+
+use std::sync::Arc;
+
+use quinn::VarInt;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use wedge_proto::h3::ErrorCode;
+
+pub use config::H3Config;
+pub use connection::serve as serve_connection;
+
+use crate::host::{App, RequestScheme};
+use crate::net::handler::AppHandler;
+use crate::net::request_body::ConnStats;
+use crate::net::response_hook::ResponseHook;
+
+/// Accepts QUIC connections on `endpoint` until `shutdown`; then takes no new ones,
+/// lets each connection send GOAWAY and finish its requests, and waits for the
+/// endpoint to fall idle.
+pub async fn serve(
+    endpoint: quinn::Endpoint,
+    app: Arc<App>,
+    config: Arc<H3Config>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let connection_shutdown = shutdown.clone();
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            incoming = endpoint.accept() => {
+                let Some(incoming) = incoming else { break };
+                // Alt-Svc is for the TCP listener's clients: HTTP/3 ones have found it.
+                let handler = AppHandler::new(app.clone(), RequestScheme::Https, ResponseHook::none());
+                connections.spawn(connection::serve(
+                    incoming,
+                    handler,
+                    config.clone(),
+                    connection_shutdown.clone(),
+                    Arc::new(ConnStats::default()),
+                ));
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = shutdown.wait_for(|stop| *stop) => break,
+        }
+    }
+    endpoint.set_server_config(None);
+    while connections.join_next().await.is_some() {}
+    endpoint.wait_idle().await;
+}
+
+/// An HTTP/3 error code as QUIC carries it.
+fn quic_code(code: ErrorCode) -> VarInt {
+    VarInt::from_u64(code as u64).expect("HTTP/3 error codes are QUIC varints")
+}

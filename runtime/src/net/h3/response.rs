@@ -1,0 +1,132 @@
+//! A response on its way out (DESIGN 4.1): the head as soon as the handler answers, then
+//! the body, one chunk at a time. The next chunk is taken from the handler only once
+//! quinn has accepted all of the last one, so quinn's stream flow control, not a buffer
+//! of ours, holds a slow reader back: per stream we keep one chunk and a few frame-head
+//! octets.
+
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, Bytes};
+use http::StatusCode;
+use http_body::Body;
+use quinn::{SendStream, WriteError};
+use wedge_proto::h3::{Connection, ErrorCode, frame};
+
+use super::quic_code;
+use crate::net::response_fields::fields;
+
+/// A response being written to its request stream.
+pub(super) struct Outgoing<B> {
+    /// `None` once the body ended (or for a response with none).
+    body: Option<B>,
+    /// Frame octets quinn has not yet taken: HEADERS, DATA heads, trailers.
+    staged: Vec<u8>,
+    /// The body chunk whose DATA head is staged, not yet all taken by quinn.
+    pending: Bytes,
+}
+
+impl<B> Outgoing<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    /// Stages `response`'s head in `staged` (a pooled, empty buffer).
+    pub(super) fn new(
+        core: &mut Connection,
+        response: http::Response<B>,
+        mut staged: Vec<u8>,
+    ) -> Self {
+        let (parts, body) = response.into_parts();
+        let status = [(&b":status"[..], parts.status.as_str().as_bytes())];
+        core.send_headers(
+            status.into_iter().chain(fields(&parts.headers)),
+            &mut staged,
+        );
+        Outgoing {
+            body: (!body.is_end_stream()).then_some(body),
+            staged,
+            pending: Bytes::new(),
+        }
+    }
+
+    /// A response that is only a status (one wedge gives itself, like a 431).
+    pub(super) fn status(core: &mut Connection, status: StatusCode, mut staged: Vec<u8>) -> Self {
+        core.send_headers([(&b":status"[..], status.as_str().as_bytes())], &mut staged);
+        Outgoing {
+            body: None,
+            staged,
+            pending: Bytes::new(),
+        }
+    }
+
+    /// Gives up the staging buffer, for the next stream to reuse.
+    pub(super) fn into_buffer(self) -> Vec<u8> {
+        self.staged
+    }
+
+    /// Writes as much as quinn takes and the handler has produced; ready once the
+    /// stream is finished, reset, or stopped by the peer.
+    pub(super) fn pump(
+        &mut self,
+        core: &mut Connection,
+        send: &mut SendStream,
+        id: u64,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
+        loop {
+            if let Err(err) = ready!(self.flush(send, cx)) {
+                tracing::debug!("h3 stream {id}: the response could not be sent: {err}");
+                return Poll::Ready(());
+            }
+            let Some(body) = &mut self.body else {
+                let _ = send.finish();
+                return Poll::Ready(());
+            };
+            // Only now, with everything before it taken by quinn, is the next chunk
+            // taken (DESIGN 4.1).
+            match ready!(Pin::new(body).poll_frame(cx)) {
+                None => self.body = None,
+                Some(Err(err)) => {
+                    tracing::debug!("h3 stream {id}: response body failed: {err}");
+                    let _ = send.reset(quic_code(ErrorCode::InternalError));
+                    return Poll::Ready(());
+                }
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => {
+                        if !data.is_empty() {
+                            frame::encode_data_head(data.len() as u64, &mut self.staged);
+                            self.pending = data;
+                        }
+                    }
+                    Err(frame) => {
+                        if let Ok(trailers) = frame.into_trailers() {
+                            core.send_headers(fields(&trailers), &mut self.staged);
+                        }
+                        self.body = None;
+                    }
+                },
+            }
+            if self.body.as_ref().is_some_and(|b| b.is_end_stream()) {
+                self.body = None;
+            }
+        }
+    }
+
+    /// Hands quinn the staged frame octets, then the pending chunk.
+    fn flush(
+        &mut self,
+        send: &mut SendStream,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), WriteError>> {
+        while !self.staged.is_empty() {
+            let n = ready!(Pin::new(&mut *send).poll_write(cx, &self.staged))?;
+            self.staged.drain(..n);
+        }
+        while !self.pending.is_empty() {
+            let n = ready!(Pin::new(&mut *send).poll_write(cx, &self.pending))?;
+            self.pending.advance(n);
+        }
+        Poll::Ready(Ok(()))
+    }
+}

@@ -1,0 +1,135 @@
+//! What the engines dispatch requests to: the wasm host in production, a native
+//! handler in tests that count the engine's own allocations. HTTP/2 and HTTP/3 heads
+//! both reach the host through [`AppHandler`], converted in one place ([`to_http`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body::Body;
+use wedge_proto::{h2, h3};
+
+use super::request_body::RequestBody;
+use super::response_hook::ResponseHook;
+use crate::host::{App, RequestScheme, ResponseBody, plain};
+
+/// A request head as an engine's core decoded it: pseudo-headers and fields.
+pub trait RequestHeadView {
+    fn method(&self) -> &[u8];
+    /// Empty when the request carried none (the connection's scheme applies).
+    fn scheme(&self) -> &[u8];
+    fn authority(&self) -> Option<&[u8]>;
+    fn path(&self) -> &[u8];
+    /// Regular fields in order, names lowercase.
+    fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])>;
+}
+
+macro_rules! head_view {
+    ($head:ty) => {
+        impl RequestHeadView for $head {
+            fn method(&self) -> &[u8] {
+                <$head>::method(self)
+            }
+            fn scheme(&self) -> &[u8] {
+                <$head>::scheme(self)
+            }
+            fn authority(&self) -> Option<&[u8]> {
+                <$head>::authority(self)
+            }
+            fn path(&self) -> &[u8] {
+                <$head>::path(self)
+            }
+            fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+                <$head>::fields(self)
+            }
+        }
+    };
+}
+
+head_view!(h2::conn::RequestHead);
+head_view!(h3::RequestHead);
+
+/// Answers requests whose heads are `Head`s (HTTP/2's unless said otherwise). `call`
+/// sees the pooled head only while it runs: whatever it needs later it copies, so the
+/// head can serve the next stream at once.
+pub trait Handler<Head = h2::conn::RequestHead>: Send + 'static {
+    /// The response body; polled by the connection only while flow credit allows.
+    type Body: Body<Data = Bytes, Error: std::fmt::Display> + Send + Unpin + 'static;
+    /// The response, polled by the connection's task: one that parks holds up no one.
+    type Future: Future<Output = Response<Self::Body>> + Send + Unpin + 'static;
+
+    fn call(&self, head: &Head, body: RequestBody) -> Self::Future;
+}
+
+/// Dispatches to a wasm app through the host bridge.
+pub struct AppHandler {
+    app: Arc<App>,
+    scheme: RequestScheme,
+    hook: ResponseHook,
+}
+
+impl AppHandler {
+    pub fn new(app: Arc<App>, scheme: RequestScheme, hook: ResponseHook) -> Self {
+        AppHandler { app, scheme, hook }
+    }
+}
+
+type AppFuture = Pin<Box<dyn Future<Output = Response<ResponseBody>> + Send>>;
+
+impl<Head: RequestHeadView> Handler<Head> for AppHandler {
+    type Body = ResponseBody;
+    type Future = AppFuture;
+
+    fn call(&self, head: &Head, body: RequestBody) -> AppFuture {
+        let hook = self.hook.clone();
+        let request = match to_http(head, body, self.scheme) {
+            Ok(request) => request,
+            Err(err) => {
+                let mut response = plain(StatusCode::BAD_REQUEST, format!("bad request: {err}\n"));
+                hook.apply(&mut response);
+                return Box::pin(std::future::ready(response));
+            }
+        };
+        let app = self.app.clone();
+        let scheme = self.scheme;
+        Box::pin(async move {
+            let mut response = app.handle(request, scheme).await;
+            hook.apply(&mut response);
+            response
+        })
+    }
+}
+
+/// The head as the host bridge takes it: an absolute URI from the pseudo-headers (or
+/// the Host field).
+fn to_http(
+    head: &impl RequestHeadView,
+    body: RequestBody,
+    scheme: RequestScheme,
+) -> Result<Request<RequestBody>, http::Error> {
+    let scheme = match head.scheme() {
+        b"" => match scheme {
+            RequestScheme::Http => &b"http"[..],
+            RequestScheme::Https => &b"https"[..],
+        },
+        given => given,
+    };
+    let authority = head.authority().or_else(|| {
+        head.fields()
+            .find(|(name, _)| *name == b"host")
+            .map(|(_, host)| host)
+    });
+    // Without an authority the URI is origin-form, as an HTTP/1.1 request without Host.
+    let uri = match authority {
+        Some(authority) => http::Uri::builder().scheme(scheme).authority(authority),
+        None => http::Uri::builder(),
+    };
+    let uri = uri.path_and_query(head.path()).build()?;
+    let mut request = Request::builder().method(head.method()).uri(uri);
+    for (name, value) in head.fields() {
+        request = request.header(name, value);
+    }
+    request.body(body)
+}

@@ -1,0 +1,386 @@
+//! HTTP/3 against the real binary: a client built from the `h3` + `h3-quinn` crates
+//! trusting the server's development certificate, Debian's ngtcp2 client
+//! (`gtlsclient`), and the Alt-Svc advertisement on the TLS listener.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use h3::client::{RequestStream, SendRequest};
+use http::{Request, StatusCode};
+use quinn::crypto::rustls::QuicClientConfig;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use support::{Server, curl, example, pattern, sha256, sigterm, temp_dir};
+
+type Requests = SendRequest<h3_quinn::OpenStreams, Bytes>;
+
+/// A server with its data directory (where its development certificate is).
+struct H3Server {
+    server: Server,
+    data_dir: PathBuf,
+}
+
+fn start(example_name: &str, args: &[&str]) -> H3Server {
+    let data_dir = temp_dir("h3");
+    let server = Server::start_in(&example(example_name), args, &data_dir);
+    H3Server { server, data_dir }
+}
+
+impl H3Server {
+    /// The TLS listener's address: HTTP/3 is on its port over UDP.
+    fn addr(&self) -> SocketAddr {
+        let tls = self.server.tls_url.as_ref().expect("a TLS listener");
+        tls.trim_start_matches("https://").parse().unwrap()
+    }
+
+    /// A new QUIC connection speaking HTTP/3, trusting only the dev certificate.
+    /// `stream_window` bounds what the server may send on a stream before we read.
+    async fn connect_with(&self, stream_window: Option<u32>) -> Requests {
+        let pem = self.data_dir.join("tls/dev-cert.pem");
+        let client = client_config(&pem, stream_window);
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        endpoint.set_default_client_config(client);
+        let quic = endpoint
+            .connect(self.addr(), "localhost")
+            .unwrap()
+            .await
+            .expect("QUIC handshake");
+        let (mut driver, requests) = h3::client::new(h3_quinn::Connection::new(quic))
+            .await
+            .expect("HTTP/3 connection");
+        tokio::spawn(async move {
+            let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+            drop(endpoint);
+        });
+        requests
+    }
+
+    async fn connect(&self) -> Requests {
+        self.connect_with(None).await
+    }
+}
+
+fn client_config(ca: &Path, stream_window: Option<u32>) -> quinn::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()));
+    if let Some(window) = stream_window {
+        let mut transport = quinn::TransportConfig::default();
+        transport.stream_receive_window(window.into());
+        config.transport_config(Arc::new(transport));
+    }
+    config
+}
+
+fn request(method: &str, path: &str) -> Request<()> {
+    Request::builder()
+        .method(method)
+        .uri(format!("https://localhost{path}"))
+        .body(())
+        .unwrap()
+}
+
+/// Sends `method path` with `body` (if any) while reading the response: the upload
+/// and the download run side by side, as an echo needs.
+async fn exchange(
+    requests: &mut Requests,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+) -> (StatusCode, Vec<u8>) {
+    let stream = requests.send_request(request(method, path)).await.unwrap();
+    let (mut upload, mut download) = stream.split();
+    let send = async move {
+        if let Some(body) = body {
+            for chunk in body.chunks(64 * 1024) {
+                upload
+                    .send_data(Bytes::copy_from_slice(chunk))
+                    .await
+                    .unwrap();
+            }
+        }
+        upload.finish().await.unwrap();
+    };
+    let ((), answer) = tokio::join!(send, read_response(&mut download));
+    answer
+}
+
+/// The response's status and whole body.
+async fn read_response<S: h3::quic::RecvStream>(
+    stream: &mut RequestStream<S, Bytes>,
+) -> (StatusCode, Vec<u8>) {
+    let response = stream.recv_response().await.unwrap();
+    let mut body = Vec::new();
+    while let Some(mut chunk) = stream.recv_data().await.unwrap() {
+        while chunk.has_remaining() {
+            let part = chunk.chunk();
+            body.extend_from_slice(part);
+            let n = part.len();
+            chunk.advance(n);
+        }
+    }
+    (response.status(), body)
+}
+
+async fn get(requests: &mut Requests, path: &str) -> (StatusCode, Vec<u8>) {
+    exchange(requests, "GET", path, None).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hello_over_h3() {
+    let server = start("hello", &[]);
+    let mut requests = server.connect().await;
+    let (status, body) = get(&mut requests, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, b"Hello, world!\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echo_of_10_mib_is_byte_identical() {
+    let server = start("echo", &[]);
+    let mut requests = server.connect().await;
+    let sent = pattern(10 * 1024 * 1024, 3);
+    let (status, body) = exchange(&mut requests, "POST", "/", Some(sent.clone())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body.len(), sent.len());
+    assert_eq!(sha256(&body), sha256(&sent));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_1_mib_response_flows_through_a_64_kib_stream_window() {
+    let server = start("echo", &[]);
+    let mut requests = server.connect_with(Some(64 * 1024)).await;
+    let sent = pattern(1024 * 1024, 5);
+    let (status, body) = exchange(&mut requests, "POST", "/", Some(sent.clone())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(sha256(&body), sha256(&sent));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_sends_exactly_8192_bytes() {
+    let server = start("stream", &[]);
+    let mut requests = server.connect().await;
+    let (status, body) = get(&mut requests, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body.len(), 8192);
+    assert!(body.starts_with(b"aaaa") && body.ends_with(b"hhhh"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_requests_share_one_connection() {
+    let server = start("hello", &[]);
+    let requests = server.connect().await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..100 {
+        let mut requests = requests.clone();
+        tasks.spawn(async move { get(&mut requests, "/").await });
+    }
+    let mut answered = 0;
+    while let Some(answer) = tasks.join_next().await {
+        let (status, body) = answer.unwrap();
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body, b"Hello, world!\n");
+        answered += 1;
+    }
+    assert_eq!(answered, 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_handler_does_not_hold_up_another_stream() {
+    let server = start("faults", &[]);
+    let requests = server.connect().await;
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let slow = {
+        let (mut requests, order) = (requests.clone(), order.clone());
+        tokio::spawn(async move {
+            let answer = get(&mut requests, "/sleep?ms=1500").await;
+            order.lock().unwrap().push("slow");
+            answer
+        })
+    };
+    let fast = {
+        let (mut requests, order) = (requests.clone(), order.clone());
+        tokio::spawn(async move {
+            let answer = get(&mut requests, "/stdout").await;
+            order.lock().unwrap().push("fast");
+            answer
+        })
+    };
+    assert_eq!(fast.await.unwrap().0, StatusCode::OK);
+    assert_eq!(slow.await.unwrap().1, b"slept 1500\n");
+    assert_eq!(*order.lock().unwrap(), ["fast", "slow"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_that_never_reads_its_body_stalls_only_its_own_stream() {
+    let server = start("faults", &[]);
+    let mut requests = server.connect().await;
+    // `/sleep` never reads its body: the upload can get no further than quinn's stream
+    // window, because wedge reads from quinn only as the guest reads.
+    let stream = requests
+        .send_request(request("POST", "/sleep?ms=60000"))
+        .await
+        .unwrap();
+    let (mut upload, _download) = stream.split();
+    let uploading = tokio::spawn(async move {
+        for _ in 0..128 {
+            upload
+                .send_data(Bytes::from(vec![7u8; 64 * 1024]))
+                .await
+                .unwrap();
+        }
+    });
+    for _ in 0..3 {
+        let (status, _) = get(&mut requests, "/stdout").await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    assert!(
+        !uploading.is_finished(),
+        "8 MiB went to a guest that reads nothing: it was read ahead of the guest"
+    );
+    uploading.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_head_past_the_field_section_limit_is_answered_431() {
+    let server = start("hello", &["--h3-max-field-section-size", "1024"]);
+    let mut requests = server.connect().await;
+    let mut big = request("GET", "/");
+    big.headers_mut()
+        .insert("x-big", "a".repeat(2000).parse().unwrap());
+    let stream = requests.send_request(big).await.unwrap();
+    let (mut upload, mut download) = stream.split();
+    let _ = upload.finish().await;
+    let response = download.recv_response().await.unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+    );
+    // The connection is unharmed.
+    let (status, _) = get(&mut requests, "/").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_sends_goaway_and_the_request_in_flight_finishes() {
+    let server = start("faults", &[]);
+    let mut requests = server.connect().await;
+    let mut slow = requests
+        .send_request(request("GET", "/sleep?ms=1000"))
+        .await
+        .unwrap();
+    slow.finish().await.unwrap();
+    // The server has the slow stream once it answered one opened after it.
+    let (status, _) = get(&mut requests, "/stdout").await;
+    assert_eq!(status, StatusCode::OK);
+    sigterm(server.server.pid());
+    assert_eq!(
+        read_response(&mut slow).await,
+        (StatusCode::OK, b"slept 1000\n".to_vec())
+    );
+    let (status, log) = server.server.wait_exit(Duration::from_secs(60));
+    assert!(status.success(), "{log}");
+}
+
+fn alt_svc(url: &str, version: &str) -> Option<String> {
+    let out = curl(&["-sk", version, "-D", "-", "-o", "/dev/null", url]);
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("alt-svc")
+                .then(|| value.trim().to_string())
+        })
+}
+
+#[test]
+fn tls_responses_advertise_h3_on_the_tls_port() {
+    let server = start("hello", &[]);
+    let tls_url = server.server.tls_url.clone().unwrap();
+    let port = server.addr().port();
+    for version in ["--http1.1", "--http2"] {
+        let value = alt_svc(&format!("{tls_url}/"), version).expect("an Alt-Svc header");
+        assert!(
+            value.starts_with(&format!("h3=\":{port}\"")),
+            "{version}: {value}"
+        );
+    }
+    let plain = format!("{}/", server.server.url);
+    assert_eq!(
+        alt_svc(&plain, "--http1.1"),
+        None,
+        "cleartext advertises nothing"
+    );
+}
+
+#[test]
+fn no_h3_advertises_nothing() {
+    let server = start("hello", &["--no-h3"]);
+    let tls_url = server.server.tls_url.clone().unwrap();
+    for version in ["--http1.1", "--http2"] {
+        assert_eq!(alt_svc(&format!("{tls_url}/"), version), None, "{version}");
+    }
+}
+
+/// Runs Debian's ngtcp2 client (GnuTLS build) against `server`, saving bodies in a
+/// fresh directory; returns it.
+fn gtlsclient(server: &H3Server, extra: &[&str]) -> PathBuf {
+    let out_dir = temp_dir("gtlsclient");
+    let addr = server.addr();
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg("gtlsclient")
+        .args(["--quiet", "--exit-on-all-streams-close", "--download"])
+        .arg(&out_dir)
+        .args(extra)
+        .arg(addr.ip().to_string())
+        .arg(addr.port().to_string())
+        .arg(format!("https://{addr}/"))
+        .output()
+        .expect("running gtlsclient (apt-get install ngtcp2-client)");
+    assert!(
+        out.status.success(),
+        "gtlsclient failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out_dir
+}
+
+#[test]
+fn ngtcp2_client_gets_hello() {
+    let server = start("hello", &[]);
+    let dir = gtlsclient(&server, &[]);
+    assert_eq!(
+        std::fs::read(dir.join("index.html")).unwrap(),
+        b"Hello, world!\n"
+    );
+}
+
+#[test]
+fn ngtcp2_client_posts_to_echo() {
+    let server = start("echo", &[]);
+    let body = pattern(256 * 1024, 9);
+    let input = temp_dir("gtlsclient-in").join("body.bin");
+    std::fs::write(&input, &body).unwrap();
+    let input = input.display().to_string();
+    let dir = gtlsclient(&server, &["-m", "POST", "-d", &input]);
+    let echoed = std::fs::read(dir.join("index.html")).unwrap();
+    assert_eq!(sha256(&echoed), sha256(&body));
+}
