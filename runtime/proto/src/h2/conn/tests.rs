@@ -980,3 +980,91 @@ fn settings_ack_then_requests() {
     assert_eq!(peer.result, Ok(()));
     assert_eq!(peer.requests().len(), 1);
 }
+
+/// Hostile input: random frames, mostly well-formed and sometimes not, split at random,
+/// never panic the connection, and a connection error sticks. Deterministic (xorshift)
+/// so a failure reproduces.
+#[test]
+fn random_frames_never_panic_and_errors_stick() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let (mut survived, mut failed) = (0, 0);
+    for _ in 0..2_000 {
+        let mut peer = Peer::with(ConnConfig {
+            max_concurrent_streams: 3,
+            ..ConnConfig::default()
+        });
+        let mut bytes = Vec::new();
+        let mut opened = 0u32;
+        for _ in 0..40 {
+            // Mostly streams already opened; ids only grow (§5.1.1).
+            let stream = 1 + 2 * next(u64::from(opened.max(1))) as u32;
+            // One frame in fifty is anything at all; the rest are well-formed.
+            let choice = match (opened, next(50)) {
+                (_, 0) => 0,
+                (0, _) => 1,
+                _ => 1 + next(9),
+            };
+            let frame = match choice {
+                0 => {
+                    let payload: Vec<u8> = (0..next(24)).map(|_| next(256) as u8).collect();
+                    let kind = next(12) as u8;
+                    wire(kind, next(256) as u8, next(8) as u32, &payload)
+                }
+                1 | 2 => {
+                    let block = peer.block(&[
+                        (":method", "POST"),
+                        (":scheme", "http"),
+                        (":path", "/"),
+                        ("content-length", "3"),
+                    ]);
+                    opened += 1;
+                    wire(HEADERS, EH | (next(2) as u8), 2 * opened - 1, &block)
+                }
+                3 => wire(DATA, next(2) as u8, stream, &vec![b'd'; next(4) as usize]),
+                4 => wire(RST, 0, stream, &[0, 0, 0, next(14) as u8]),
+                5 => wire(PRIORITY, 0, stream, &[0, 0, 0, 0, 16]),
+                6 => setting(1 + next(6) as u16, next(70_000) as u32),
+                7 => wire(PING, next(2) as u8, 0, &[0; 8]),
+                8 => window_update([0, stream][next(2) as usize], 1 + next(70_000) as u32),
+                _ => wire(0xfa, 0, stream, b"ext"),
+            };
+            bytes.extend(frame);
+        }
+        let mut rest = &bytes[..];
+        while !rest.is_empty() && peer.result.is_ok() {
+            let cut = (next(64) as usize + 1).min(rest.len());
+            peer.send(&rest[..cut]);
+            rest = &rest[cut..];
+            // The driver's side of the conversation, on whatever streams exist.
+            let mut out = Vec::new();
+            let id = StreamId::new(1 + 2 * next(20) as u32);
+            peer.conn.release(id, next(100_000) as usize, &mut out);
+            if peer.conn.send_credit(id) > 0 && next(3) == 0 {
+                peer.conn.send_head(id, 200, [], false, &mut out);
+                peer.conn.send_data(id, b"x", next(2) == 0, &mut out);
+            }
+        }
+        match peer.result {
+            Ok(()) => survived += 1,
+            Err(e) => {
+                failed += 1;
+                let mut out = Vec::new();
+                let mut events = Vec::new();
+                assert_eq!(
+                    peer.conn.recv(PREFACE, &mut out, &mut events),
+                    Err(e),
+                    "a connection error sticks"
+                );
+                assert!(out.is_empty(), "and nothing more is sent");
+            }
+        }
+    }
+    // Both outcomes are exercised, not just the first frame's error.
+    assert!(survived > 100 && failed > 100, "{survived} / {failed}");
+}
