@@ -1,5 +1,6 @@
-//! HTTP/2 against the real `wedge` binary with real clients: curl with prior knowledge
-//! (h2c), nghttp and h2load (Debian `nghttp2-client`).
+//! h2c against the real `wedge` binary with real clients, beside tests/h2_clients.rs
+//! (hello, TLS, h2load): a 10 MiB echo with curl's prior knowledge and the streamed
+//! example through nghttp (Debian `nghttp2-client`).
 
 mod support;
 
@@ -13,20 +14,6 @@ fn run(program: &str, args: &[&str]) -> std::process::Output {
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("running {program} (apt-get install nghttp2-client): {e}"))
-}
-
-#[test]
-fn curl_prior_knowledge_gets_hello_over_h2c() {
-    let server = Server::start(&example("hello"), &["--no-tls"]);
-    let out = curl(&["--http2-prior-knowledge", "-i", &format!("{}/", server.url)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.starts_with("HTTP/2 200"), "{text}");
-    assert!(text.ends_with("\r\n\r\nHello, world!\n"), "{text}");
 }
 
 #[test]
@@ -72,28 +59,4 @@ fn nghttp_gets_the_stream_example_as_8192_exact_bytes() {
     );
     let expected: Vec<u8> = (0..8u8).flat_map(|i| [b'a' + i; 1024]).collect();
     assert_eq!(out.stdout, expected);
-}
-
-#[test]
-fn h2load_32_connections_16_streams_each_completes_without_errors() {
-    let server = Server::start(&example("hello"), &["--no-tls"]);
-    let out = run(
-        "h2load",
-        &[
-            "-n",
-            "5000",
-            "-c",
-            "32",
-            "-m",
-            "16",
-            &format!("{}/", server.url),
-        ],
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    assert!(
-        text.contains("5000 succeeded, 0 failed, 0 errored, 0 timeout"),
-        "{text}"
-    );
-    assert!(text.contains("status codes: 5000 2xx"), "{text}");
 }

@@ -334,7 +334,6 @@ where
                 self.conn.release(id, read, self.queue.stage());
             }
         }
-        let before = self.queue.stage().len();
         if let Phase::Handling(future) = &mut slot.phase {
             let response = match catch_unwind(AssertUnwindSafe(|| Pin::new(future).poll(cx))) {
                 Ok(Poll::Pending) => return false,
@@ -361,10 +360,7 @@ where
         }));
         match pumped {
             Ok(Progress::Done) => true,
-            Ok(Progress::Parked) => {
-                let _ = before;
-                false
-            }
+            Ok(Progress::Parked) => false,
             Err(_) => {
                 tracing::error!("stream {}: the response body panicked", id.get());
                 self.conn
