@@ -26,6 +26,25 @@ async fn hello_answers_200_with_the_exact_body() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_is_answered_with_the_head_alone() {
+    let server = TestServer::app(app("hello"), H2Config::default()).await;
+    let mut client = server.client().await;
+    let head = http::Request::head("http://localhost/").body(()).unwrap();
+    let (response, _) = client.send_request(head, true).unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-length"], "14");
+    assert!(response.body().is_end_stream(), "END_STREAM on the HEADERS");
+    assert_eq!(read_body(response.into_body()).await, b"");
+    // The connection is still good.
+    let (response, _) = client.send_request(get("/"), true).unwrap();
+    assert_eq!(
+        read_body(response.await.unwrap().into_body()).await,
+        b"Hello, world!\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_arrives_as_8192_exact_bytes() {
     let server = TestServer::app(app("stream"), H2Config::default()).await;
     let mut client = server.client().await;

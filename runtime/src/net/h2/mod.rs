@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, BytesMut};
+use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
@@ -82,6 +83,9 @@ struct Slot<H: Handler> {
     id: StreamId,
     phase: Phase<H>,
     inbox: Option<Arc<Inbox>>,
+    /// A HEAD request: the response is its head alone (RFC 9110 §9.3.2), whatever body
+    /// the handler gives.
+    head_only: bool,
 }
 
 /// Why the connection is closing without waiting for its streams.
@@ -264,6 +268,7 @@ where
                         Some(inbox) => RequestBody::new(inbox.clone()),
                         None => RequestBody::empty(),
                     };
+                    let head_only = head.method() == b"HEAD";
                     let call = catch_unwind(AssertUnwindSafe(|| self.handler.call(&head, body)));
                     self.conn.give_back(head);
                     match call {
@@ -271,6 +276,7 @@ where
                             id: stream,
                             phase: Phase::Handling(future),
                             inbox,
+                            head_only,
                         }),
                         Err(_) => {
                             tracing::error!("stream {}: the handler panicked", stream.get());
@@ -346,7 +352,9 @@ where
                 }
             };
             let (parts, body) = response.into_parts();
-            if response::send_head(&mut self.conn, id, &parts, &body, self.queue.stage()) {
+            let end = slot.head_only || body.is_end_stream();
+            response::send_head(&mut self.conn, id, &parts, end, self.queue.stage());
+            if end {
                 return true;
             }
             slot.phase = Phase::Sending(Outgoing::new(body));

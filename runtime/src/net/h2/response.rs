@@ -14,17 +14,15 @@ use wedge_proto::h2::{ErrorCode, StreamId};
 use super::write_queue::{TurnWaiter, WriteQueue};
 use crate::net::response_fields::fields;
 
-/// Stages the response head; `true` when the response ended with it.
-pub(super) fn send_head<B: Body>(
+/// Stages the response head; with `end` it is the whole response.
+pub(super) fn send_head(
     conn: &mut Connection,
     id: StreamId,
     parts: &http::response::Parts,
-    body: &B,
+    end: bool,
     out: &mut Vec<u8>,
-) -> bool {
-    let end = body.is_end_stream();
+) {
     conn.send_head(id, parts.status.as_u16(), fields(&parts.headers), end, out);
-    end
 }
 
 /// How far a body got this pass.
