@@ -1,15 +1,19 @@
 //! Each attack of DESIGN 4.5 against the HTTP/2 engine serving the `faults` example:
 //! refused as specified, while a well-behaved client on another connection is still
-//! served.
+//! served. Attacks the default configuration answers run against the real `wedge`
+//! binary (h2c through the listener's preface sniff); the timeouts, which need short
+//! settings, run against `wedge::net::h2::serve` on a test-local listener.
 
 mod h2_support;
 mod support;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use h2_support::raw::Raw;
-use h2_support::{TestServer, app, get, read_body};
+use h2_support::{TestServer, app, client_with, get, read_body};
+use support::{Server, example};
 use tokio::net::TcpStream;
 use wedge::host::App;
 use wedge::net::h2::H2Config;
@@ -21,13 +25,43 @@ fn faults() -> Arc<App> {
     APP.get_or_init(|| app("faults")).clone()
 }
 
-async fn attacker(server: &TestServer) -> Raw<TcpStream> {
+/// A server under attack, kept alive while the test runs.
+struct Target {
+    addr: SocketAddr,
+    _server: Served,
+}
+
+enum Served {
+    Binary(Server),
+    Local(TestServer),
+}
+
+/// The real binary serving `faults` on cleartext HTTP/1.1 and h2c.
+async fn binary() -> Target {
+    let server = tokio::task::spawn_blocking(|| Server::start(&example("faults"), &["--no-tls"]))
+        .await
+        .unwrap();
+    Target {
+        addr: server.authority().parse().unwrap(),
+        _server: Served::Binary(server),
+    }
+}
+
+async fn local(config: H2Config) -> Target {
+    let server = TestServer::app(faults(), config).await;
+    Target {
+        addr: server.addr,
+        _server: Served::Local(server),
+    }
+}
+
+async fn attacker(server: &Target) -> Raw<TcpStream> {
     Raw::new(TcpStream::connect(server.addr).await.unwrap())
 }
 
 /// A well-behaved client on its own connection gets its answer.
-async fn still_serves(server: &TestServer) {
-    let mut client = server.client().await;
+async fn still_serves(server: &Target) {
+    let mut client = client_with(server.addr, h2::client::Builder::new()).await;
     let (response, _) = client.send_request(get("/stdout"), true).unwrap();
     let response = response.await.unwrap();
     assert_eq!(response.status(), 200);
@@ -40,7 +74,7 @@ fn sleep_get(raw: &mut Raw<TcpStream>, stream: u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rapid_reset_is_answered_enhance_your_calm() {
-    let server = TestServer::app(faults(), H2Config::default()).await;
+    let server = binary().await;
     let mut raw = attacker(&server).await;
     for i in 0..=200 {
         sleep_get(&mut raw, 1 + 2 * i);
@@ -53,7 +87,7 @@ async fn rapid_reset_is_answered_enhance_your_calm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn made_you_reset_is_answered_enhance_your_calm() {
-    let server = TestServer::app(faults(), H2Config::default()).await;
+    let server = binary().await;
     let mut raw = attacker(&server).await;
     // Each zero WINDOW_UPDATE makes the server reset a stream (CVE-2025-8671).
     for i in 0..=100 {
@@ -67,7 +101,7 @@ async fn made_you_reset_is_answered_enhance_your_calm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_past_the_limit_are_refused() {
-    let server = TestServer::app(faults(), H2Config::default()).await;
+    let server = binary().await;
     let mut raw = attacker(&server).await;
     for i in 0..100 {
         sleep_get(&mut raw, 1 + 2 * i);
@@ -84,7 +118,7 @@ async fn streams_past_the_limit_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_continuation_flood_is_answered_enhance_your_calm() {
-    let server = TestServer::app(faults(), H2Config::default()).await;
+    let server = binary().await;
     let mut raw = attacker(&server).await;
     raw.frame(0x1, 0, 1, &[0x82]);
     for _ in 0..100 {
@@ -97,7 +131,7 @@ async fn a_continuation_flood_is_answered_enhance_your_calm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_header_list_over_16_kib_is_answered_431() {
-    let server = TestServer::app(faults(), H2Config::default()).await;
+    let server = binary().await;
     let mut raw = attacker(&server).await;
     let big = "x".repeat(17 * 1024);
     raw.headers(
@@ -119,7 +153,7 @@ async fn a_header_list_over_16_kib_is_answered_431() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_hpack_bomb_is_answered_431_without_growing() {
-    let server = TestServer::app(faults(), H2Config::default()).await;
+    let server = binary().await;
     let mut raw = attacker(&server).await;
     // One 1 KiB field in the dynamic table, then referenced 1000 times in one block:
     // 1 KiB on the wire, 1 MiB decoded.
@@ -152,7 +186,7 @@ async fn an_hpack_bomb_is_answered_431_without_growing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settings_ping_and_empty_data_floods_are_answered_enhance_your_calm() {
-    let server = TestServer::app(faults(), H2Config::default()).await;
+    let server = binary().await;
     let mut settings = attacker(&server).await;
     for _ in 0..200 {
         settings.settings(&[Setting::EnablePush(false)]);
@@ -199,7 +233,7 @@ fn quick_timeouts() -> H2Config {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_peers_are_closed_after_their_timeouts() {
-    let server = TestServer::app(faults(), quick_timeouts()).await;
+    let server = local(quick_timeouts()).await;
     // Handshake: the preface and nothing more.
     let mut handshake = Raw::new(TcpStream::connect(server.addr).await.unwrap());
     handshake.out.truncate(24);
@@ -224,10 +258,9 @@ async fn slow_peers_are_closed_after_their_timeouts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_panicking_stream_costs_nothing_else() {
-    // Not a panic in wedge, but the nearest a client can cause: a guest trap.
-    let server = TestServer::app(faults(), H2Config::default()).await;
-    let mut client = server.client().await;
+async fn a_trapping_guest_costs_its_stream_nothing_else() {
+    let server = binary().await;
+    let mut client = client_with(server.addr, h2::client::Builder::new()).await;
     let (trap, _) = client.send_request(get("/trap-before-head"), true).unwrap();
     assert_eq!(trap.await.unwrap().status(), 500);
     let (ok, _) = client.send_request(get("/stdout"), true).unwrap();
