@@ -25,15 +25,10 @@ fn faults() -> Arc<App> {
     APP.get_or_init(|| app("faults")).clone()
 }
 
-/// A server under attack, kept alive while the test runs.
+/// A server under attack, kept alive (the process, or the listener) while the test runs.
 struct Target {
     addr: SocketAddr,
-    _server: Served,
-}
-
-enum Served {
-    Binary(Server),
-    Local(TestServer),
+    _server: Box<dyn std::any::Any + Send>,
 }
 
 /// The real binary serving `faults` on cleartext HTTP/1.1 and h2c.
@@ -43,7 +38,7 @@ async fn binary() -> Target {
         .unwrap();
     Target {
         addr: server.authority().parse().unwrap(),
-        _server: Served::Binary(server),
+        _server: Box::new(server),
     }
 }
 
@@ -51,7 +46,7 @@ async fn local(config: H2Config) -> Target {
     let server = TestServer::app(faults(), config).await;
     Target {
         addr: server.addr,
-        _server: Served::Local(server),
+        _server: Box::new(server),
     }
 }
 
