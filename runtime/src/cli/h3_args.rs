@@ -28,6 +28,16 @@ pub struct H3Args {
     /// requests are answered 431.
     #[arg(long, default_value_t = defaults().max_field_section_size)]
     pub h3_max_field_section_size: u64,
+
+    /// QPACK dynamic table in octets a client may make wedge keep per connection
+    /// (SETTINGS_QPACK_MAX_TABLE_CAPACITY); 0 turns the dynamic table off.
+    #[arg(long, default_value_t = defaults().qpack_max_table_capacity)]
+    pub h3_qpack_max_table_capacity: u64,
+
+    /// Request streams that may wait at once for QPACK entries still on their way
+    /// (SETTINGS_QPACK_BLOCKED_STREAMS).
+    #[arg(long, default_value_t = defaults().qpack_blocked_streams)]
+    pub h3_qpack_blocked_streams: u64,
 }
 
 impl H3Args {
@@ -37,6 +47,8 @@ impl H3Args {
             max_concurrent_streams: self.h3_max_concurrent_streams,
             idle_timeout: self.h3_idle_timeout.into(),
             max_field_section_size: self.h3_max_field_section_size,
+            qpack_max_table_capacity: self.h3_qpack_max_table_capacity,
+            qpack_blocked_streams: self.h3_qpack_blocked_streams,
         })
     }
 }
@@ -68,6 +80,8 @@ mod tests {
             "--h3-max-concurrent-streams=7",
             "--h3-idle-timeout=5s",
             "--h3-max-field-section-size=1000",
+            "--h3-qpack-max-table-capacity=4096",
+            "--h3-qpack-blocked-streams=16",
         ]);
         assert_eq!(
             cli.h3.to_config(),
@@ -75,6 +89,8 @@ mod tests {
                 max_concurrent_streams: 7,
                 idle_timeout: Duration::from_secs(5),
                 max_field_section_size: 1000,
+                qpack_max_table_capacity: 4096,
+                qpack_blocked_streams: 16,
             })
         );
     }

@@ -24,25 +24,34 @@ pub struct H3Config {
     pub idle_timeout: Duration,
     /// SETTINGS_MAX_FIELD_SECTION_SIZE: a larger request head is answered 431.
     pub max_field_section_size: u64,
+    /// SETTINGS_QPACK_MAX_TABLE_CAPACITY: the QPACK dynamic table a client may make us
+    /// keep per connection; 0, no dynamic table.
+    pub qpack_max_table_capacity: u64,
+    /// SETTINGS_QPACK_BLOCKED_STREAMS: request streams that may wait on the client's
+    /// QPACK encoder stream at once.
+    pub qpack_blocked_streams: u64,
 }
 
 impl Default for H3Config {
     fn default() -> Self {
+        let core = h3::Config::default();
         H3Config {
             max_concurrent_streams: 100,
             idle_timeout: Duration::from_secs(30),
-            max_field_section_size: h3::Config::default().max_field_section_size,
+            max_field_section_size: core.max_field_section_size,
+            qpack_max_table_capacity: core.qpack_max_table_capacity,
+            qpack_blocked_streams: core.qpack_blocked_streams,
         }
     }
 }
 
 impl H3Config {
-    /// The part the sans-IO core enforces. Its QPACK settings keep their defaults: no
-    /// dynamic table, so no request stream ever waits on the encoder stream.
+    /// The part the sans-IO core enforces.
     pub fn core(&self) -> h3::Config {
         h3::Config {
             max_field_section_size: self.max_field_section_size,
-            ..h3::Config::default()
+            qpack_max_table_capacity: self.qpack_max_table_capacity,
+            qpack_blocked_streams: self.qpack_blocked_streams,
         }
     }
 

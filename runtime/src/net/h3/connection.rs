@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use wedge_proto::h3::{Connection, ConnectionError, ErrorCode, Event, RequestHead};
 
 use super::H3Config;
+use super::own_stream::OwnStream;
 use super::quic_code;
 use super::response::Outgoing;
 use crate::net::handler::Handler;
@@ -73,20 +74,23 @@ struct RequestStream<H: Handler<RequestHead>> {
     send: SendStream,
     /// The body's inbox, from the head on.
     inbox: Option<Arc<Inbox>>,
+    /// Read while a field section waited on the client's QPACK encoder stream.
+    held: Option<Held>,
     phase: Phase<H>,
+}
+
+/// A request stream's octets after a blocked field section (RFC 9204 §2.1.2).
+struct Held {
+    input: Bytes,
+    fin: bool,
+    /// The section was decoded since: feed `input` again.
+    unblocked: bool,
 }
 
 /// One of the client's unidirectional streams (control, QPACK, or unknown).
 struct UniStream {
     id: u64,
     recv: RecvStream,
-}
-
-/// Our control stream: opened first, never finished (RFC 9114 §6.2.1).
-enum Control {
-    Opening(Boxed<Result<SendStream, quinn::ConnectionError>>),
-    Open(SendStream),
-    Failed,
 }
 
 /// Why the connection's task ends.
@@ -105,9 +109,10 @@ struct Driver<H: Handler<RequestHead>> {
     read_buf: BytesMut,
     accept_bi: Boxed<Result<(SendStream, RecvStream), quinn::ConnectionError>>,
     accept_uni: Boxed<Result<RecvStream, quinn::ConnectionError>>,
-    control: Control,
-    /// Control stream octets (SETTINGS, GOAWAY) quinn has not taken yet.
-    control_out: Vec<u8>,
+    /// SETTINGS, then GOAWAY.
+    control: OwnStream,
+    /// What our QPACK decoder owes the client's encoder (only with a dynamic table).
+    decoder: OwnStream,
     uni: Vec<UniStream>,
     requests: Vec<RequestStream<H>>,
     bodies: InboxPool,
@@ -138,22 +143,18 @@ impl<H: Handler<RequestHead>> Driver<H> {
         stats: Arc<ConnStats>,
     ) -> Self {
         let core = Connection::new(config.core());
-        let mut control_out = Vec::new();
-        core.open_control_stream(&mut control_out);
-        let opening = {
-            let quic = quic.clone();
-            Box::pin(async move { quic.open_uni().await })
-        };
+        let mut control = OwnStream::new();
+        core.open_control_stream(&mut control.out);
         Driver {
             accept_bi: accept_bi(&quic),
             accept_uni: accept_uni(&quic),
-            control: Control::Opening(opening),
+            control,
+            decoder: OwnStream::new(),
             quic,
             handler,
             core,
             events: Vec::new(),
             read_buf: BytesMut::with_capacity(READ_CHUNK),
-            control_out,
             uni: Vec::new(),
             requests: Vec::new(),
             bodies: InboxPool::new(stats),
@@ -198,7 +199,8 @@ impl<H: Handler<RequestHead>> Driver<H> {
     fn pass(&mut self, cx: &mut Context<'_>) -> Result<bool, End> {
         self.poll_shutdown(cx);
         let mut progress = self.poll_accept(cx)?;
-        progress |= self.poll_control(cx);
+        progress |= self.control.poll_flush(&self.quic, cx);
+        progress |= self.decoder.poll_flush(&self.quic, cx);
         progress |= self.poll_uni(cx)?;
         progress |= self.poll_requests(cx)?;
         Ok(progress)
@@ -209,7 +211,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
             && shutdown.as_mut().poll(cx).is_ready()
         {
             self.shutdown = None;
-            self.core.goaway(&mut self.control_out);
+            self.core.goaway(&mut self.control.out);
             self.unacked = Some(Vec::new());
         }
     }
@@ -220,7 +222,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
             return false;
         };
         unacked.retain_mut(|acked| acked.as_mut().poll(cx).is_pending());
-        unacked.is_empty() && self.requests.is_empty() && self.control_out.is_empty()
+        unacked.is_empty() && self.requests.is_empty() && self.control.is_flushed()
     }
 
     fn poll_accept(&mut self, cx: &mut Context<'_>) -> Result<bool, End> {
@@ -233,6 +235,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 recv: Some(recv),
                 send,
                 inbox: None,
+                held: None,
                 phase: Phase::Head,
             });
             progress = true;
@@ -249,38 +252,6 @@ impl<H: Handler<RequestHead>> Driver<H> {
         Ok(progress)
     }
 
-    /// Opens our control stream and writes what is staged for it.
-    fn poll_control(&mut self, cx: &mut Context<'_>) -> bool {
-        if let Control::Opening(opening) = &mut self.control {
-            match opening.as_mut().poll(cx) {
-                Poll::Pending => return false,
-                Poll::Ready(Ok(send)) => self.control = Control::Open(send),
-                Poll::Ready(Err(_)) => self.control = Control::Failed,
-            }
-        }
-        let Control::Open(send) = &mut self.control else {
-            // The connection is closing: nothing staged for it can matter.
-            self.control_out.clear();
-            return false;
-        };
-        let mut progress = false;
-        while !self.control_out.is_empty() {
-            match Pin::new(&mut *send).poll_write(cx, &self.control_out) {
-                Poll::Ready(Ok(n)) => {
-                    self.control_out.drain(..n);
-                    progress = true;
-                }
-                Poll::Ready(Err(_)) => {
-                    self.control = Control::Failed;
-                    self.control_out.clear();
-                    return true;
-                }
-                Poll::Pending => break,
-            }
-        }
-        progress
-    }
-
     /// Reads the client's unidirectional streams as fast as they come.
     fn poll_uni(&mut self, cx: &mut Context<'_>) -> Result<bool, End> {
         let mut progress = false;
@@ -294,19 +265,16 @@ impl<H: Handler<RequestHead>> Driver<H> {
                     continue;
                 }
                 Read::Octets(input, fin) => {
-                    self.core
-                        .recv(id, &input, fin, &mut self.events)
-                        .map_err(connection_error)?;
                     if fin {
                         self.uni.swap_remove(i);
                     } else {
                         i += 1;
                     }
-                    self.dispatch(&input);
+                    self.feed(id, input, fin)?;
                 }
                 Read::Reset => {
                     self.uni.swap_remove(i);
-                    self.core.reset(id).map_err(connection_error)?;
+                    self.reset(id)?;
                 }
             }
             progress = true;
@@ -323,7 +291,8 @@ impl<H: Handler<RequestHead>> Driver<H> {
             let Some(stream) = self.requests.get_mut(i) else {
                 break;
             };
-            if stream.recv.is_none() && matches!(stream.phase, Phase::Head) {
+            if stream.recv.is_none() && stream.held.is_none() && matches!(stream.phase, Phase::Head)
+            {
                 // Failed, reset, or ended before its head: nothing to answer.
                 let stream = self.requests.remove(i);
                 self.retire(stream, BodyGone::Reset);
@@ -349,6 +318,9 @@ impl<H: Handler<RequestHead>> Driver<H> {
         let Some(recv) = &mut stream.recv else {
             return Ok(false);
         };
+        if stream.held.is_some() {
+            return Ok(false);
+        }
         if let Some(inbox) = &stream.inbox
             && !inbox.wants_more(cx.waker())
         {
@@ -360,10 +332,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 if fin {
                     stream.recv = None;
                 }
-                self.core
-                    .recv(id, &input, fin, &mut self.events)
-                    .map_err(connection_error)?;
-                self.dispatch(&input);
+                self.feed(id, input, fin)?;
                 Ok(true)
             }
             Read::Reset => {
@@ -371,25 +340,61 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 if let Some(inbox) = &stream.inbox {
                     inbox.fail(BodyGone::Reset);
                 }
-                self.core.reset(id).map_err(connection_error)?;
+                self.reset(id)?;
                 Ok(true)
             }
         }
     }
 
-    /// Hands the core's events about `input` to their streams.
-    fn dispatch(&mut self, input: &Bytes) {
+    /// Feeds what stream `id` delivered to the core and hands out what it meant; then
+    /// feeds again what request streams held while their field sections waited on the
+    /// client's encoder stream, for the entries that arrived may have unblocked them.
+    fn feed(&mut self, id: u64, input: Bytes, fin: bool) -> Result<(), End> {
+        let mut next = Some((id, input, fin));
+        while let Some((id, input, fin)) = next.take() {
+            self.core
+                .recv(id, &input, fin, &mut self.events)
+                .map_err(connection_error)?;
+            self.dispatch(&input, fin);
+            next = self.requests.iter_mut().find_map(|stream| {
+                let held = stream.held.take_if(|held| held.unblocked)?;
+                Some((stream.id, held.input, held.fin))
+            });
+        }
+        self.core.poll_decoder_stream(&mut self.decoder.out);
+        Ok(())
+    }
+
+    /// The client reset stream `id`.
+    fn reset(&mut self, id: u64) -> Result<(), End> {
+        if let Some(stream) = self.request(id) {
+            stream.held = None;
+        }
+        self.core.reset(id).map_err(connection_error)?;
+        self.core.poll_decoder_stream(&mut self.decoder.out);
+        Ok(())
+    }
+
+    /// Hands the core's events about `input` (which ended its stream if `fin`) to their
+    /// streams.
+    fn dispatch(&mut self, input: &Bytes, fin: bool) {
         let mut events = std::mem::take(&mut self.events);
         for event in events.drain(..) {
             match event {
-                Event::Request { stream, head } => self.start(stream, &head),
+                Event::Request { stream, head } => {
+                    self.unblock(stream);
+                    self.start(stream, &head);
+                }
                 Event::Data { stream, range } => {
                     if let Some(inbox) = self.request(stream).and_then(|s| s.inbox.as_ref()) {
                         inbox.push(input.slice(range), false);
                     }
                 }
                 // The host bridge takes no request trailers (as with HTTP/2).
-                Event::Trailers { trailers, .. } => self.core.give_back(trailers),
+                Event::Trailers { stream, trailers } => {
+                    self.unblock(stream);
+                    self.core.give_back(trailers);
+                }
                 Event::End { stream } => {
                     if let Some(stream) = self.request(stream) {
                         stream.recv = None;
@@ -422,16 +427,25 @@ impl<H: Handler<RequestHead>> Driver<H> {
                     }
                 }
                 Event::PeerGoaway { .. } => tracing::debug!("h3: the client is going away"),
-                // We advertise no QPACK dynamic table (`H3Config::core`), so no field
-                // section can wait on the encoder stream; should one, it is void.
-                Event::Blocked { stream, .. } => {
+                Event::Blocked { stream, consumed } => {
                     if let Some(stream) = self.request(stream) {
-                        fail_stream(stream, ErrorCode::InternalError);
+                        stream.held = Some(Held {
+                            input: input.slice(consumed..),
+                            fin,
+                            unblocked: false,
+                        });
                     }
                 }
             }
         }
         self.events = events;
+    }
+
+    /// A held stream's field section was decoded: what it held may be fed again.
+    fn unblock(&mut self, id: u64) {
+        if let Some(held) = self.request(id).and_then(|s| s.held.as_mut()) {
+            held.unblocked = true;
+        }
     }
 
     fn request(&mut self, id: u64) -> Option<&mut RequestStream<H>> {
@@ -580,6 +594,7 @@ fn stop(recv: &mut Option<RecvStream>, code: ErrorCode) {
 /// Its handler is dropped; with nothing left to read or answer, the next pass retires it.
 fn fail_stream<H: Handler<RequestHead>>(stream: &mut RequestStream<H>, code: ErrorCode) {
     stop(&mut stream.recv, code);
+    stream.held = None;
     let _ = stream.send.reset(quic_code(code));
     stream.phase = Phase::Head;
 }

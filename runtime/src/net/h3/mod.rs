@@ -4,6 +4,7 @@
 
 mod config;
 mod connection;
+mod own_stream;
 mod response;
 
 use std::sync::Arc;
