@@ -34,3 +34,30 @@ impl ResponseHook {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response() -> Response<()> {
+        Response::new(())
+    }
+
+    #[test]
+    fn advertises_h3_on_the_given_port() {
+        let mut r = response();
+        ResponseHook::advertise_h3(8443).apply(&mut r);
+        assert_eq!(r.headers()[header::ALT_SVC], "h3=\":8443\"; ma=86400");
+    }
+
+    #[test]
+    fn none_adds_nothing_and_a_handlers_own_alt_svc_stays() {
+        let mut r = response();
+        ResponseHook::none().apply(&mut r);
+        assert!(r.headers().is_empty());
+        r.headers_mut()
+            .insert(header::ALT_SVC, HeaderValue::from_static("clear"));
+        ResponseHook::advertise_h3(8443).apply(&mut r);
+        assert_eq!(r.headers()[header::ALT_SVC], "clear");
+    }
+}

@@ -41,7 +41,7 @@ type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 /// Serves one QUIC connection until the client closes it, it idles out, a connection
 /// error, or `shutdown`: then GOAWAY, the requests in flight finish and their responses
 /// are acknowledged, and the connection closes with H3_NO_ERROR.
-pub async fn serve<H: Handler<RequestHead>>(
+pub(super) async fn serve<H: Handler<RequestHead>>(
     incoming: quinn::Incoming,
     handler: H,
     config: Arc<H3Config>,

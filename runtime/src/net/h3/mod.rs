@@ -15,7 +15,6 @@ use tokio::task::JoinSet;
 use wedge_proto::h3::ErrorCode;
 
 pub use config::H3Config;
-pub use connection::serve as serve_connection;
 
 use crate::host::{App, RequestScheme};
 use crate::net::handler::AppHandler;
