@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
+use futures_util::{Stream, StreamExt, stream};
 use http::StatusCode;
 use quinn::{ReadError, RecvStream, SendStream};
 use tokio::io::ReadBuf;
@@ -107,8 +108,8 @@ struct Driver<H: Handler<RequestHead>> {
     core: Connection,
     events: Vec<Event>,
     read_buf: BytesMut,
-    accept_bi: Boxed<Result<(SendStream, RecvStream), quinn::ConnectionError>>,
-    accept_uni: Boxed<Result<RecvStream, quinn::ConnectionError>>,
+    accept_bi: Accepting<(SendStream, RecvStream)>,
+    accept_uni: Accepting<RecvStream>,
     /// SETTINGS, then GOAWAY.
     control: OwnStream,
     /// What our QPACK decoder owes the client's encoder (only with a dynamic table).
@@ -122,16 +123,22 @@ struct Driver<H: Handler<RequestHead>> {
     unacked: Option<Vec<Boxed<()>>>,
 }
 
-fn accept_bi(
-    quic: &quinn::Connection,
-) -> Boxed<Result<(SendStream, RecvStream), quinn::ConnectionError>> {
-    let quic = quic.clone();
-    Box::pin(async move { quic.accept_bi().await })
+/// The streams a client opens, one kind of them. One future per connection, whose
+/// state holds each next accept inline: taking a stream allocates nothing of ours.
+type Accepting<T> = Pin<Box<dyn Stream<Item = Result<T, quinn::ConnectionError>> + Send>>;
+
+fn accept_bi(quic: &quinn::Connection) -> Accepting<(SendStream, RecvStream)> {
+    Box::pin(stream::unfold(quic.clone(), |quic| async move {
+        let accepted = quic.accept_bi().await;
+        Some((accepted, quic))
+    }))
 }
 
-fn accept_uni(quic: &quinn::Connection) -> Boxed<Result<RecvStream, quinn::ConnectionError>> {
-    let quic = quic.clone();
-    Box::pin(async move { quic.accept_uni().await })
+fn accept_uni(quic: &quinn::Connection) -> Accepting<RecvStream> {
+    Box::pin(stream::unfold(quic.clone(), |quic| async move {
+        let accepted = quic.accept_uni().await;
+        Some((accepted, quic))
+    }))
 }
 
 impl<H: Handler<RequestHead>> Driver<H> {
@@ -227,9 +234,8 @@ impl<H: Handler<RequestHead>> Driver<H> {
 
     fn poll_accept(&mut self, cx: &mut Context<'_>) -> Result<bool, End> {
         let mut progress = false;
-        while let Poll::Ready(accepted) = self.accept_bi.as_mut().poll(cx) {
+        while let Poll::Ready(Some(accepted)) = self.accept_bi.poll_next_unpin(cx) {
             let (send, recv) = accepted.map_err(|_| End::Closed)?;
-            self.accept_bi = accept_bi(&self.quic);
             self.requests.push(RequestStream {
                 id: recv.id().into(),
                 recv: Some(recv),
@@ -240,9 +246,8 @@ impl<H: Handler<RequestHead>> Driver<H> {
             });
             progress = true;
         }
-        while let Poll::Ready(accepted) = self.accept_uni.as_mut().poll(cx) {
+        while let Poll::Ready(Some(accepted)) = self.accept_uni.poll_next_unpin(cx) {
             let recv = accepted.map_err(|_| End::Closed)?;
-            self.accept_uni = accept_uni(&self.quic);
             self.uni.push(UniStream {
                 id: recv.id().into(),
                 recv,
