@@ -488,7 +488,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
                     return true;
                 }
             };
-            let staged = self.send_buffers.pop().unwrap_or_default();
+            let staged = self.send_buffer();
             let stream = &mut self.requests[i];
             stream.phase = Phase::Sending(Outgoing::new(&mut self.core, response, staged));
         }
@@ -543,6 +543,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
         }
     }
 
+    /// An empty staging buffer for a response, reused when one is spare.
     fn send_buffer(&mut self) -> Vec<u8> {
         self.send_buffers.pop().unwrap_or_default()
     }
