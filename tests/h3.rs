@@ -485,3 +485,101 @@ async fn a_request_blocked_on_the_qpack_encoder_stream_is_answered_once_unblocke
         "{answer:?}"
     );
 }
+
+/// The application error code the server closed the connection with.
+async fn closed_with(quic: &quinn::Connection) -> u64 {
+    // A bound, not a synchronisation: the server closes at once.
+    match tokio::time::timeout(Duration::from_secs(60), quic.closed()).await {
+        Ok(quinn::ConnectionError::ApplicationClosed(close)) => close.error_code.into_inner(),
+        other => panic!("expected an application close, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_request_is_reset_with_h3_message_error() {
+    let server = start("hello", &[]);
+    let quic = server.connect_quic().await;
+    // GET_SLASH plus a field with an uppercase name (RFC 9114 §4.2).
+    let mut section = GET_SLASH.to_vec();
+    section.extend_from_slice(&[0x25]);
+    section.extend_from_slice(b"X-Big");
+    section.extend_from_slice(&[0x01, b'a']);
+    let (mut send, mut recv) = quic.open_bi().await.unwrap();
+    let mut frame = vec![0x01, section.len() as u8];
+    frame.extend_from_slice(&section);
+    send.write_all(&frame).await.unwrap();
+    send.finish().unwrap();
+    match recv.read_to_end(1 << 20).await {
+        Err(quinn::ReadToEndError::Read(quinn::ReadError::Reset(code))) => {
+            assert_eq!(code.into_inner(), 0x10e, "H3_MESSAGE_ERROR")
+        }
+        other => panic!("expected a reset, got {other:?}"),
+    }
+    // A stream error: the connection still serves.
+    let answer = exchange_by_hand(&quic, &GET_SLASH).await;
+    assert!(answer.windows(14).any(|w| w == b"Hello, world!\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_stream_without_settings_first_closes_with_h3_missing_settings() {
+    let server = start("hello", &[]);
+    let quic = server.connect_quic().await;
+    let mut control = quic.open_uni().await.unwrap();
+    // Control stream type, then a GOAWAY (id 0) where SETTINGS must come.
+    control.write_all(&[0x00, 0x07, 0x01, 0x00]).await.unwrap();
+    assert_eq!(closed_with(&quic).await, 0x10a, "H3_MISSING_SETTINGS");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_on_the_control_stream_closes_with_h3_frame_unexpected() {
+    let server = start("hello", &[]);
+    let quic = server.connect_quic().await;
+    let mut control = quic.open_uni().await.unwrap();
+    // SETTINGS, then a DATA frame, which has no place on a control stream.
+    control
+        .write_all(&[0x00, 0x04, 0x00, 0x00, 0x01, b'x'])
+        .await
+        .unwrap();
+    assert_eq!(closed_with(&quic).await, 0x105, "H3_FRAME_UNEXPECTED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finishing_the_control_stream_closes_with_h3_closed_critical_stream() {
+    let server = start("hello", &[]);
+    let quic = server.connect_quic().await;
+    let mut control = quic.open_uni().await.unwrap();
+    control.write_all(&[0x00, 0x04, 0x00]).await.unwrap();
+    control.finish().unwrap();
+    assert_eq!(closed_with(&quic).await, 0x104, "H3_CLOSED_CRITICAL_STREAM");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_control_stream_closes_with_h3_stream_creation_error() {
+    let server = start("hello", &[]);
+    let quic = server.connect_quic().await;
+    let mut first = quic.open_uni().await.unwrap();
+    first.write_all(&[0x00, 0x04, 0x00]).await.unwrap();
+    let mut second = quic.open_uni().await.unwrap();
+    second.write_all(&[0x00, 0x04, 0x00]).await.unwrap();
+    assert_eq!(closed_with(&quic).await, 0x103, "H3_STREAM_CREATION_ERROR");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_unidirectional_stream_is_stopped_and_the_connection_serves_on() {
+    let server = start("hello", &[]);
+    let quic = server.connect_quic().await;
+    // A reserved (grease) stream type, 0x1f * 1 + 0x21 = 0x40 (two-octet varint).
+    let mut grease = quic.open_uni().await.unwrap();
+    grease.write_all(&[0x40, 0x40, 1, 2, 3]).await.unwrap();
+    let stopped = tokio::time::timeout(Duration::from_secs(60), grease.stopped())
+        .await
+        .expect("the server stops reading a stream type it does not know")
+        .unwrap();
+    assert_eq!(
+        stopped.map(|code| code.into_inner()),
+        Some(0x103),
+        "H3_STREAM_CREATION_ERROR"
+    );
+    let answer = exchange_by_hand(&quic, &GET_SLASH).await;
+    assert!(answer.windows(14).any(|w| w == b"Hello, world!\n"));
+}
