@@ -49,13 +49,6 @@ struct Shared {
     shutdown: watch::Receiver<bool>,
 }
 
-/// What a connection's responses get on the way out, by listener.
-#[derive(Clone)]
-struct Hooks {
-    plain: ResponseHook,
-    tls: ResponseHook,
-}
-
 async fn bind(addr: SocketAddr) -> Result<TcpListener> {
     TcpListener::bind(addr)
         .await
@@ -125,10 +118,8 @@ impl Listeners {
         );
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let mut connections = JoinSet::new();
-        let mut hooks = Hooks {
-            plain: ResponseHook::none(),
-            tls: ResponseHook::none(),
-        };
+        // What TLS responses get on the way out; cleartext ones get nothing.
+        let mut tls_hook = ResponseHook::none();
         if let Some(socket) = self.quic.take() {
             let h3 = h3.context("HTTP/3 needs its server config")?;
             let port = socket.local_addr()?.port();
@@ -145,7 +136,7 @@ impl Listeners {
                 h3.config,
                 shutdown_rx.clone(),
             ));
-            hooks.tls = ResponseHook::advertise_h3(port);
+            tls_hook = ResponseHook::advertise_h3(port);
         }
         let shared = Shared {
             app,
@@ -158,12 +149,13 @@ impl Listeners {
                 _ = &mut stop => break,
                 accepted = accept(self.plain.as_ref()) => {
                     if let Some(stream) = accepted {
-                        connections.spawn(plain_connection(stream, shared.clone(), hooks.plain.clone()));
+                        connections.spawn(plain_connection(stream, shared.clone()));
                     }
                 }
                 accepted = accept(self.tls.as_ref()) => {
                     if let (Some(stream), Some(acceptor)) = (accepted, &acceptor) {
-                        connections.spawn(tls_connection(stream, acceptor.clone(), shared.clone(), hooks.tls.clone()));
+                        let hook = tls_hook.clone();
+                        connections.spawn(tls_connection(stream, acceptor.clone(), shared.clone(), hook));
                     }
                 }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -231,15 +223,15 @@ async fn before_shutdown<T>(
     }
 }
 
-async fn plain_connection(mut stream: TcpStream, mut shared: Shared, hook: ResponseHook) {
+async fn plain_connection(mut stream: TcpStream, mut shared: Shared) {
     let Some((protocol, prefix)) = before_shutdown(&mut shared.shutdown, sniff(&mut stream)).await
     else {
         return;
     };
     let io = Rewind::new(prefix, stream);
     match protocol {
-        Cleartext::H1 => serve_h1(io, shared, RequestScheme::Http, hook).await,
-        Cleartext::H2c => serve_h2(io, shared, RequestScheme::Http, hook).await,
+        Cleartext::H1 => serve_h1(io, shared, RequestScheme::Http, ResponseHook::none()).await,
+        Cleartext::H2c => serve_h2(io, shared, RequestScheme::Http, ResponseHook::none()).await,
     }
 }
 
