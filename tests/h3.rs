@@ -92,11 +92,13 @@ fn client_config(ca: &Path, stream_window: Option<u32>) -> quinn::ClientConfig {
         .with_no_client_auth();
     tls.alpn_protocols = vec![b"h3".to_vec()];
     let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()));
+    let mut transport = quinn::TransportConfig::default();
+    // Tests that block on the server process must not see the connection idle out.
+    transport.keep_alive_interval(Some(Duration::from_secs(5)));
     if let Some(window) = stream_window {
-        let mut transport = quinn::TransportConfig::default();
         transport.stream_receive_window(window.into());
-        config.transport_config(Arc::new(transport));
     }
+    config.transport_config(Arc::new(transport));
     config
 }
 
@@ -623,4 +625,27 @@ async fn a_client_that_never_reads_its_echo_holds_back_only_its_own_upload() {
         "{sent} octets were taken from a client that reads none of its echo"
     );
     uploading.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_client_cancels_stops_its_parked_handler() {
+    // The guest would sleep ten minutes; the drain waits for up to five.
+    let server = start("faults", &["--wall-time", "15m", "--drain-timeout", "5m"]);
+    let mut requests = server.connect().await;
+    let mut parked = requests
+        .send_request(request("GET", "/sleep?ms=600000"))
+        .await
+        .unwrap();
+    parked.finish().await.unwrap();
+    // The server has the parked stream once it answered one opened after it.
+    let (status, _) = get(&mut requests, "/stdout").await;
+    assert_eq!(status, StatusCode::OK);
+    parked.stop_sending(h3::error::Code::H3_REQUEST_CANCELLED);
+    // With the parked handler dropped nothing is in flight: SIGTERM ends the server
+    // at once instead of after the guest's ten minutes.
+    let (status, _) = get(&mut requests, "/stdout").await;
+    assert_eq!(status, StatusCode::OK);
+    sigterm(server.server.pid());
+    let (status, log) = server.server.wait_exit(Duration::from_secs(120));
+    assert!(status.success(), "{log}");
 }

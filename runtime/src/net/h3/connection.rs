@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt, stream};
 use http::StatusCode;
-use quinn::{ReadError, RecvStream, SendStream};
+use quinn::{ReadError, RecvStream, SendStream, VarInt};
 use tokio::io::ReadBuf;
 use tokio::sync::watch;
 use wedge_proto::h3::{Connection, ConnectionError, ErrorCode, Event, RequestHead};
@@ -77,7 +77,26 @@ struct RequestStream<H: Handler<RequestHead>> {
     inbox: Option<Arc<Inbox>>,
     /// Read while a field section waited on the client's QPACK encoder stream.
     held: Option<Held>,
+    /// Whether the client gave up on the response (STOP_SENDING): watched only once
+    /// the handler has parked, so an answer that comes at once costs no watch.
+    stopped: Option<Boxed<Result<Option<VarInt>, quinn::StoppedError>>>,
     phase: Phase<H>,
+}
+
+impl<H: Handler<RequestHead>> RequestStream<H> {
+    /// Whether the client stopped the response stream (or the connection is gone):
+    /// then the parked handler is dropped, as HTTP/2 drops it on RST_STREAM.
+    fn poll_cancelled(&mut self, cx: &mut Context<'_>) -> bool {
+        let send = &self.send;
+        let stopped = self.stopped.get_or_insert_with(|| Box::pin(send.stopped()));
+        match stopped.as_mut().poll(cx) {
+            Poll::Pending => false,
+            Poll::Ready(why) => {
+                tracing::debug!("h3 stream {}: the client gave up on it: {why:?}", self.id);
+                true
+            }
+        }
+    }
 }
 
 /// A request stream's octets after a blocked field section (RFC 9204 §2.1.2).
@@ -242,6 +261,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 send,
                 inbox: None,
                 held: None,
+                stopped: None,
                 phase: Phase::Head,
             });
             progress = true;
@@ -480,7 +500,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
         let id = stream.id;
         if let Phase::Handling(future) = &mut stream.phase {
             let response = match catch_unwind(AssertUnwindSafe(|| Pin::new(future).poll(cx))) {
-                Ok(Poll::Pending) => return false,
+                Ok(Poll::Pending) => return stream.poll_cancelled(cx),
                 Ok(Poll::Ready(response)) => response,
                 Err(_) => {
                     tracing::error!("h3 stream {id}: the handler panicked");
