@@ -649,3 +649,21 @@ async fn a_request_the_client_cancels_stops_its_parked_handler() {
     let (status, log) = server.server.wait_exit(Duration::from_secs(120));
     assert!(status.success(), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_declared_over_the_apps_limit_gets_413() {
+    let server = start("echo", &["--max-body", "1KiB"]);
+    let mut requests = server.connect().await;
+    let mut post = request("POST", "/");
+    post.headers_mut()
+        .insert(http::header::CONTENT_LENGTH, "4096".parse().unwrap());
+    let stream = requests.send_request(post).await.unwrap();
+    let (mut upload, mut download) = stream.split();
+    // Refused before the guest runs: the server may stop the upload.
+    let _ = upload.send_data(Bytes::from(vec![b'y'; 4096])).await;
+    let _ = upload.finish().await;
+    let status = download.recv_response().await.unwrap().status();
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let (status, body) = exchange(&mut requests, "POST", "/", Some(b"small".to_vec())).await;
+    assert_eq!((status, body), (StatusCode::OK, b"small".to_vec()));
+}
