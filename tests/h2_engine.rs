@@ -560,3 +560,37 @@ impl AsyncWrite for Recording {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
+
+#[tokio::test]
+async fn a_body_a_handler_still_holds_is_not_handed_to_the_next_stream() {
+    let (held_tx, held_rx) = oneshot::channel::<RequestBody>();
+    let held = Arc::new(Mutex::new(Some(held_tx)));
+    let handler = native(move |head, body| {
+        if head.path() == b"/keep" {
+            // Answers at once but keeps its body, as a handler that reads it later.
+            if let Some(tx) = held.lock().unwrap().take() {
+                let _ = tx.send(body);
+            }
+        }
+        text(b"ok")
+    });
+    let (mut raw, _wire, _shutdown) = pipe(handler, H2Config::default());
+    handshake(&mut raw).await;
+    raw.post(1, "/keep").data(1, b"one", false);
+    raw.flush().await;
+    raw.response_end(1).await;
+    let kept = held_rx.await.unwrap();
+    // The next stream's body arrives while the first handler still holds its own.
+    raw.post(3, "/other").data(3, b"three", true);
+    raw.flush().await;
+    raw.response_end(3).await;
+    // A bound, not a synchronisation: a body handed to another stream never ends here.
+    let read = tokio::time::timeout(std::time::Duration::from_secs(30), kept.collect())
+        .await
+        .expect("the kept body was reset under its reader and left parked");
+    // "one" may or may not have been read before the stream ended; "three" never is.
+    match read {
+        Ok(collected) => assert_eq!(collected.to_bytes(), &b"one"[..]),
+        Err(gone) => assert_eq!(gone, BodyGone::PeerGone),
+    }
+}
