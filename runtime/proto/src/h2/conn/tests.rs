@@ -1068,3 +1068,29 @@ fn random_frames_never_panic_and_errors_stick() {
     // Both outcomes are exercised, not just the first frame's error.
     assert!(survived > 100 && failed > 100, "{survived} / {failed}");
 }
+
+#[test]
+fn a_smaller_header_table_applies_once_acknowledged() {
+    let mut peer = Peer::with(ConnConfig {
+        header_table_size: 0,
+        ..ConnConfig::default()
+    });
+    // Before the ACK the peer may still use the 4096-octet table.
+    peer.get(1, &[("x-a", "1")], EH | ES);
+    assert_eq!(peer.requests().len(), 1);
+    peer.send(&wire(SETTINGS, flags::ACK, 0, &[]));
+    // After it, a block must first shrink the table (RFC 7541 §4.2): the client's
+    // encoder does not know, so its next block is a COMPRESSION_ERROR.
+    peer.get(3, &[("x-a", "1")], EH | ES);
+    assert_eq!(peer.expect_goaway(), (1, ErrorCode::CompressionError));
+    // A peer that does shrink it is fine.
+    let mut peer = Peer::with(ConnConfig {
+        header_table_size: 0,
+        ..ConnConfig::default()
+    });
+    peer.send(&wire(SETTINGS, flags::ACK, 0, &[]));
+    peer.encoder.set_peer_max_table_size(0);
+    peer.get(1, &[("x-a", "1")], EH | ES);
+    assert_eq!(peer.result, Ok(()));
+    assert_eq!(peer.requests().len(), 1);
+}
