@@ -667,3 +667,22 @@ async fn a_body_declared_over_the_apps_limit_gets_413() {
     let (status, body) = exchange(&mut requests, "POST", "/", Some(b"small".to_vec())).await;
     assert_eq!((status, body), (StatusCode::OK, b"small".to_vec()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_head_past_the_clients_limit_becomes_a_500() {
+    let server = start("hello", &[]);
+    let quic = server.connect_quic().await;
+    // hello's head (:status, content-type, content-length) counts about 150 octets as
+    // RFC 9114 §4.2.2 counts them; a bare :status, 42. Our SETTINGS say 100.
+    let (mut driver, mut requests): (_, Requests) = h3::client::builder()
+        .max_field_section_size(100)
+        .build(h3_quinn::Connection::new(quic))
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+    });
+    let (status, body) = get(&mut requests, "/").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(body.is_empty());
+}

@@ -31,18 +31,19 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
-    /// Stages `response`'s head in `staged` (a pooled, empty buffer).
-    pub(super) fn new(
-        core: &mut Connection,
-        response: http::Response<B>,
-        mut staged: Vec<u8>,
-    ) -> Self {
+    /// Stages `response`'s head in `staged` (a pooled, empty buffer). A head larger
+    /// than the client takes (its SETTINGS_MAX_FIELD_SECTION_SIZE, RFC 9114 §4.2.2)
+    /// becomes a bare 500.
+    pub(super) fn new(core: &mut Connection, response: http::Response<B>, staged: Vec<u8>) -> Self {
         let (parts, body) = response.into_parts();
         let status = [(&b":status"[..], parts.status.as_str().as_bytes())];
-        core.send_headers(
-            status.into_iter().chain(fields(&parts.headers)),
-            &mut staged,
-        );
+        let head = || status.into_iter().chain(fields(&parts.headers));
+        if section_size(head()) > core.peer_max_field_section_size() {
+            tracing::warn!("h3: a response head is larger than the client takes: 500 instead");
+            return Self::status(core, StatusCode::INTERNAL_SERVER_ERROR, staged);
+        }
+        let mut staged = staged;
+        core.send_headers(head(), &mut staged);
         Outgoing {
             body: (!body.is_end_stream()).then_some(body),
             staged,
@@ -129,4 +130,12 @@ where
         }
         Poll::Ready(Ok(()))
     }
+}
+
+/// A field section's size as RFC 9114 §4.2.2 counts it: names and values uncompressed,
+/// plus 32 octets per field.
+fn section_size<'f>(fields: impl Iterator<Item = (&'f [u8], &'f [u8])>) -> u64 {
+    fields
+        .map(|(name, value)| (name.len() + value.len() + 32) as u64)
+        .sum()
 }
