@@ -5,10 +5,10 @@
 # order. HTTP/3 load: Debian's ngtcp2 client (gtlsclient -n N); HTTP/2: h2load.
 # Server pinned to CPU 1, load to CPU 0. Prints one line per round and protocol.
 #
-#   bench/h3_vs_h2_cpu.sh            # target/debug/wedge (deps optimised, wedge not)
-#   WEDGE_BIN=target/release/wedge ROUNDS=7 N=5000 bench/h3_vs_h2_cpu.sh
+#   runtime/benches/h3_vs_h2_cpu.sh            # target/debug/wedge (deps optimised, wedge not)
+#   WEDGE_BIN=target/release/wedge ROUNDS=7 N=5000 runtime/benches/h3_vs_h2_cpu.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 ROUNDS=${ROUNDS:-5}
 N=${N:-3000}
