@@ -1,53 +1,43 @@
 //! Each attack of DESIGN 4.5 against the HTTP/2 engine serving the `faults` example:
 //! refused as specified, while a well-behaved client on another connection is still
-//! served. Attacks the default configuration answers run against the real `wedge`
-//! binary (h2c through the listener's preface sniff); the timeouts, which need short
-//! settings, run against `wedge::net::h2::serve` on a test-local listener.
+//! served. All run against the real `wedge` binary (h2c through the listener's preface
+//! sniff); the timeouts with short `--h2-*-timeout` flags.
 
 mod h2_support;
 mod support;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
 
 use h2_support::raw::Raw;
-use h2_support::{TestServer, app, client_with, get, read_body};
+use h2_support::{client_with, get, read_body};
 use support::{Server, example};
 use tokio::net::TcpStream;
-use wedge::host::App;
-use wedge::net::h2::H2Config;
 use wedge_proto::h2::ErrorCode;
 use wedge_proto::h2::frame::Setting;
 
-fn faults() -> Arc<App> {
-    static APP: std::sync::OnceLock<Arc<App>> = std::sync::OnceLock::new();
-    APP.get_or_init(|| app("faults")).clone()
-}
-
-/// A server under attack, kept alive (the process, or the listener) while the test runs.
+/// A server under attack, kept alive while the test runs.
 struct Target {
     addr: SocketAddr,
     _server: Box<dyn std::any::Any + Send>,
 }
 
-/// The real binary serving `faults` on cleartext HTTP/1.1 and h2c.
-async fn binary() -> Target {
-    let server = tokio::task::spawn_blocking(|| Server::start(&example("faults"), &["--no-tls"]))
-        .await
-        .unwrap();
+/// The real binary serving `faults` on cleartext HTTP/1.1 and h2c, with `args`.
+async fn binary_with(args: &'static [&'static str]) -> Target {
+    let server = tokio::task::spawn_blocking(move || {
+        let mut all = vec!["--no-tls"];
+        all.extend_from_slice(args);
+        Server::start(&example("faults"), &all)
+    })
+    .await
+    .unwrap();
     Target {
         addr: server.authority().parse().unwrap(),
         _server: Box::new(server),
     }
 }
 
-async fn local(config: H2Config) -> Target {
-    let server = TestServer::app(faults(), config).await;
-    Target {
-        addr: server.addr,
-        _server: Box::new(server),
-    }
+async fn binary() -> Target {
+    binary_with(&[]).await
 }
 
 async fn attacker(server: &Target) -> Raw<TcpStream> {
@@ -215,20 +205,15 @@ async fn closed(raw: &mut Raw<TcpStream>) -> Option<ErrorCode> {
     code
 }
 
-fn quick_timeouts() -> H2Config {
-    let short = Duration::from_millis(300);
-    H2Config {
-        handshake_timeout: short,
-        header_read_timeout: short,
-        idle_timeout: short,
-        zero_window_timeout: short,
-        ..H2Config::default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_peers_are_closed_after_their_timeouts() {
-    let server = local(quick_timeouts()).await;
+    let server = binary_with(&[
+        "--h2-handshake-timeout=300ms",
+        "--h2-header-read-timeout=300ms",
+        "--h2-idle-timeout=300ms",
+        "--h2-zero-window-timeout=300ms",
+    ])
+    .await;
     // Handshake: the preface and nothing more.
     let mut handshake = Raw::new(TcpStream::connect(server.addr).await.unwrap());
     handshake.out.truncate(24);
