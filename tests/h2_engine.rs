@@ -594,3 +594,76 @@ async fn a_body_a_handler_still_holds_is_not_handed_to_the_next_stream() {
         Err(gone) => assert_eq!(gone, BodyGone::PeerGone),
     }
 }
+
+/// A transport that counts the driver's write attempts: each is one pass of its loop.
+struct PollCounting {
+    inner: DuplexStream,
+    polls: Arc<AtomicUsize>,
+}
+
+impl AsyncRead for PollCounting {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for PollCounting {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.polls.fetch_add(1, Ordering::Relaxed);
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[tokio::test]
+async fn a_peer_that_stops_reading_is_closed_without_spinning() {
+    // 16 octets of pipe: the server's first SETTINGS already cannot leave.
+    let (client, server) = tokio::io::duplex(16);
+    let polls = Arc::new(AtomicUsize::new(0));
+    let io = PollCounting {
+        inner: server,
+        polls: polls.clone(),
+    };
+    let (_shutdown, rx) = watch::channel(false);
+    let config = H2Config {
+        idle_timeout: std::time::Duration::from_millis(200),
+        write_timeout: std::time::Duration::from_millis(300),
+        ..H2Config::default()
+    };
+    let served = tokio::spawn(wedge::net::h2::serve_with(
+        io,
+        native(|_, _| text(b"hi")),
+        rx,
+        Arc::new(config),
+        Arc::new(ConnStats::default()),
+    ));
+    let mut raw = Raw::new(client);
+    // The handshake goes in; nothing the server writes is ever read.
+    raw.flush().await;
+    // A bound, not a synchronisation: a connection left open (or spinning) fails here.
+    tokio::time::timeout(std::time::Duration::from_secs(20), served)
+        .await
+        .expect("the connection to a peer that never reads was never closed")
+        .unwrap();
+    let polls = polls.load(Ordering::Relaxed);
+    assert!(
+        polls < 100,
+        "{polls} write attempts: the timer spun instead of waiting"
+    );
+    drop(raw);
+}

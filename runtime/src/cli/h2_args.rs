@@ -84,6 +84,11 @@ pub struct H2Args {
     /// after this long.
     #[arg(long, default_value_t = defaults().zero_window_timeout.into())]
     pub h2_zero_window_timeout: humantime::Duration,
+
+    /// A connection whose client takes none of the octets wedge has for it for this
+    /// long is dropped (a client that stopped reading).
+    #[arg(long, default_value_t = defaults().write_timeout.into())]
+    pub h2_write_timeout: humantime::Duration,
 }
 
 impl H2Args {
@@ -107,6 +112,7 @@ impl H2Args {
             header_read_timeout: self.h2_header_read_timeout.into(),
             idle_timeout: self.h2_idle_timeout.into(),
             zero_window_timeout: self.h2_zero_window_timeout.into(),
+            write_timeout: self.h2_write_timeout.into(),
         }
     }
 }
@@ -152,6 +158,7 @@ mod tests {
             "--h2-header-read-timeout=2s",
             "--h2-idle-timeout=3m",
             "--h2-zero-window-timeout=4s",
+            "--h2-write-timeout=5s",
         ]);
         let config = cli.h2.to_config();
         assert_eq!(
@@ -174,6 +181,7 @@ mod tests {
                 header_read_timeout: Duration::from_secs(2),
                 idle_timeout: Duration::from_secs(180),
                 zero_window_timeout: Duration::from_secs(4),
+                write_timeout: Duration::from_secs(5),
             }
         );
     }

@@ -48,6 +48,9 @@ pub struct H2Config {
     /// A connection whose responses are all stuck on a zero flow-control window is
     /// closed after this long.
     pub zero_window_timeout: Duration,
+    /// A connection with octets to send that the peer takes none of for this long is
+    /// dropped without waiting for them (a peer that stopped reading its socket).
+    pub write_timeout: Duration,
 }
 
 impl Default for H2Config {
@@ -71,6 +74,7 @@ impl Default for H2Config {
             header_read_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),
             zero_window_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
         }
     }
 }

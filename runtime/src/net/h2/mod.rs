@@ -94,6 +94,8 @@ enum Closing {
     No,
     /// Flush what is staged (a GOAWAY), then end.
     AfterFlush,
+    /// The peer takes nothing we write: end without flushing.
+    Abandon,
 }
 
 struct Driver<IO, H: Handler> {
@@ -112,6 +114,13 @@ struct Driver<IO, H: Handler> {
     /// When the current wait (handshake, head, idle, zero window) began.
     since: Instant,
     waiting_for: Wait,
+    /// The current wait's timeout went off: it is not armed again until the wait
+    /// changes or makes progress (a deadline in the past would fire every turn).
+    fired: bool,
+    /// Since when queued octets wait on a transport that took none of them.
+    write_stuck: Option<Instant>,
+    /// The write queue's octets written when last looked at.
+    last_written: u64,
     closing: Closing,
 }
 
@@ -156,6 +165,9 @@ where
             deadline: Some(now + config.handshake_timeout),
             since: now,
             waiting_for: Wait::Handshake,
+            fired: false,
+            write_stuck: None,
+            last_written: 0,
             closing: Closing::No,
             config,
         }
@@ -196,6 +208,7 @@ where
     fn finished(&self) -> bool {
         let flushed = self.queue.is_empty();
         match self.closing {
+            Closing::Abandon => true,
             Closing::AfterFlush => flushed,
             Closing::No => flushed && self.conn.is_done(),
         }
@@ -405,15 +418,32 @@ where
         if wait != self.waiting_for {
             self.waiting_for = wait;
             self.since = Instant::now();
+            self.fired = false;
+        }
+        // Separately: octets queued that the transport takes none of (after a write pass,
+        // whatever is still queued is what it would not take).
+        let written = self.queue.total_written();
+        let wrote = std::mem::replace(&mut self.last_written, written) != written;
+        if self.queue.is_empty() {
+            self.write_stuck = None;
+        } else if wrote || self.write_stuck.is_none() {
+            self.write_stuck = Some(Instant::now());
         }
         let limit = match wait {
+            _ if self.fired => None,
             Wait::Handshake => Some(self.config.handshake_timeout),
             Wait::Head => Some(self.config.header_read_timeout),
             Wait::Idle => Some(self.config.idle_timeout),
             Wait::ZeroWindow => Some(self.config.zero_window_timeout),
             Wait::Nothing => None,
         };
-        let deadline = limit.map(|limit| self.since + limit);
+        let stuck = self
+            .write_stuck
+            .map(|since| since + self.config.write_timeout);
+        let deadline = match (limit.map(|limit| self.since + limit), stuck) {
+            (Some(wait), Some(stuck)) => Some(wait.min(stuck)),
+            (wait, stuck) => wait.or(stuck),
+        };
         if deadline != self.deadline {
             self.deadline = deadline;
             if let Some(deadline) = deadline {
@@ -423,8 +453,18 @@ where
         if deadline.is_none() || self.timer.as_mut().poll(cx).is_pending() {
             return false;
         }
-        tracing::debug!("http/2 connection timed out waiting: {wait:?}");
         self.deadline = None;
+        if deadline == stuck {
+            tracing::debug!(
+                "http/2 peer took nothing written for {:?}",
+                self.config.write_timeout
+            );
+            // Nothing more can reach the peer, a GOAWAY included.
+            self.closing = Closing::Abandon;
+            return true;
+        }
+        tracing::debug!("http/2 connection timed out waiting: {wait:?}");
+        self.fired = true;
         self.conn.go_away(self.queue.stage());
         if wait != Wait::Idle {
             self.close_now();

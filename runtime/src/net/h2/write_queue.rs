@@ -27,6 +27,8 @@ pub(super) struct WriteQueue {
     written: usize,
     /// Turns started: the stage belongs to turn `started + 1`.
     started: u64,
+    /// Octets the transport took, ever: write progress for the write timeout.
+    total_written: u64,
 }
 
 /// A writer's place in the queue: the turn it staged in and how much.
@@ -45,6 +47,11 @@ impl WriteQueue {
     /// Whether nothing is staged or in flight.
     pub(super) fn is_empty(&self) -> bool {
         self.stage.is_empty() && self.in_flight.is_empty()
+    }
+
+    /// Octets the transport has taken so far; unchanged while it takes nothing.
+    pub(super) fn total_written(&self) -> u64 {
+        self.total_written
     }
 
     /// How many more octets `waiter` may stage in this turn; zero means it waits for the
@@ -93,6 +100,7 @@ impl WriteQueue {
                     return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
                 }
                 self.written += n;
+                self.total_written += n as u64;
             }
             // TLS buffers: the turn is out only once flushed.
             ready!(Pin::new(&mut *io).poll_flush(cx))?;
