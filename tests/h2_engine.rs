@@ -667,3 +667,38 @@ async fn a_peer_that_stops_reading_is_closed_without_spinning() {
     );
     drop(raw);
 }
+
+#[tokio::test]
+async fn a_slow_download_that_keeps_moving_is_not_cut_by_the_zero_window_timeout() {
+    use wedge_proto::h2::frame::Setting;
+    static BODY: [u8; 64 * 1024] = [b's'; 64 * 1024];
+    let config = H2Config {
+        zero_window_timeout: std::time::Duration::from_millis(1000),
+        ..H2Config::default()
+    };
+    let (mut raw, _wire, _shutdown) = pipe(native(|_, _| text(&BODY)), config);
+    raw.settings(&[Setting::InitialWindowSize(1000)]);
+    handshake(&mut raw).await;
+    raw.get(1, "/");
+    raw.flush().await;
+    // Credit 1000 octets at a time, each well inside the timeout, for longer than the
+    // timeout in all: the window is at zero between rounds, but the download moves.
+    let mut received = 0;
+    for round in 1..=12 {
+        while received < 1000 * round {
+            let frame = raw
+                .next()
+                .await
+                .expect("the server closed a moving download");
+            assert_ne!(frame.kind, 0x7, "GOAWAY on a moving download: {frame:?}");
+            if frame.kind == 0x0 {
+                received += frame.payload.len();
+            }
+        }
+        // Pacing the client, not synchronising with the server.
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        raw.window_update(1, 1000);
+        raw.flush().await;
+    }
+    assert_eq!(received, 12_000);
+}

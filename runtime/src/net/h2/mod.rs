@@ -121,6 +121,8 @@ struct Driver<IO, H: Handler> {
     write_stuck: Option<Instant>,
     /// The write queue's octets written when last looked at.
     last_written: u64,
+    /// The core's DATA octets sent when last looked at.
+    last_data_sent: u64,
     closing: Closing,
 }
 
@@ -168,6 +170,7 @@ where
             fired: false,
             write_stuck: None,
             last_written: 0,
+            last_data_sent: 0,
             closing: Closing::No,
             config,
         }
@@ -415,7 +418,11 @@ where
     /// Re-arms the one timer for what the connection waits on; `true` if it fired.
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
         let wait = self.current_wait();
-        if wait != self.waiting_for {
+        let sent = self.conn.data_sent();
+        let moved = std::mem::replace(&mut self.last_data_sent, sent) != sent;
+        // A zero window is measured from the last DATA that went out: a slow download
+        // that keeps moving is not cut off.
+        if wait != self.waiting_for || (wait == Wait::ZeroWindow && moved) {
             self.waiting_for = wait;
             self.since = Instant::now();
             self.fired = false;

@@ -117,6 +117,8 @@ pub struct Connection {
     budgets: Budgets,
     /// The encoded response head being built.
     head_buf: Vec<u8>,
+    /// DATA octets sent, ever: response progress.
+    data_sent: u64,
 }
 
 impl Connection {
@@ -171,6 +173,7 @@ impl Connection {
             fragments: Vec::new(),
             budgets,
             head_buf: Vec::new(),
+            data_sent: 0,
             config,
         }
     }
@@ -767,6 +770,7 @@ impl Connection {
         let n = chunk.len() as u32;
         stream.send.take(n);
         self.send.take(n);
+        self.data_sent += u64::from(n);
         frame::encode_data_head(out, id, chunk.len(), end_stream);
         out.extend_from_slice(chunk);
         if end_stream {
@@ -836,6 +840,12 @@ impl Connection {
         self.encoder.encode(fields, &mut self.head_buf);
         frame::encode_headers(out, id, &self.head_buf, true, self.peer_max_frame_size);
         self.close_send(id, out);
+    }
+
+    /// DATA octets sent so far on every stream: a download that keeps moving, however
+    /// slowly, makes this grow.
+    pub fn data_sent(&self) -> u64 {
+        self.data_sent
     }
 
     /// Streams open or half-closed.
