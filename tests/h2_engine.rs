@@ -702,3 +702,58 @@ async fn a_slow_download_that_keeps_moving_is_not_cut_by_the_zero_window_timeout
     }
     assert_eq!(received, 12_000);
 }
+
+#[tokio::test]
+async fn a_peer_that_never_reads_cannot_grow_what_is_queued_for_it() {
+    let (client, server) = tokio::io::duplex(64 * 1024);
+    let stats = Arc::new(ConnStats::default());
+    let (_shutdown, rx) = watch::channel(false);
+    let config = H2Config {
+        write_timeout: std::time::Duration::from_millis(300),
+        ..H2Config::default()
+    };
+    let served = tokio::spawn(wedge::net::h2::serve_with(
+        client_never_reads(server),
+        native(|_, mut body| {
+            // Reads its body as it comes, and never answers.
+            Answer::Later(Box::pin(async move {
+                while let Some(Ok(_)) = body.frame().await {}
+                std::future::pending().await
+            }))
+        }),
+        rx,
+        Arc::new(config),
+        stats.clone(),
+    ));
+    // 4 MiB of PINGs, each after a 1-octet DATA that earns the PING budget back: every
+    // PING owes the client an answer it never reads.
+    let writer = tokio::spawn(async move {
+        let mut raw = Raw::new(client);
+        raw.post(1, "/");
+        for _ in 0..64 {
+            while raw.out.len() < 64 * 1024 {
+                raw.data(1, b"x", false).ping();
+            }
+            raw.flush().await;
+        }
+        raw
+    });
+    // A bound, not a synchronisation: the server drops a peer that takes nothing.
+    tokio::time::timeout(std::time::Duration::from_secs(30), served)
+        .await
+        .expect("the connection to a peer that never reads was never closed")
+        .unwrap();
+    drop(writer.await.unwrap());
+    let peak = stats.peak_queued.load(Ordering::Relaxed);
+    assert!(
+        peak <= 256 * 1024,
+        "{peak} octets queued for a peer that reads nothing"
+    );
+}
+
+fn client_never_reads(server: DuplexStream) -> Recording {
+    Recording {
+        inner: server,
+        max_write: Arc::new(AtomicUsize::new(0)),
+    }
+}

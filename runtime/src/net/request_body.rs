@@ -20,12 +20,19 @@ pub struct ConnStats {
     pub buffered: AtomicUsize,
     /// The most that were ever buffered at once.
     pub peak_buffered: AtomicUsize,
+    /// The most octets ever queued to the peer (staged and in flight) at once.
+    pub peak_queued: AtomicUsize,
 }
 
 impl ConnStats {
     fn add(&self, n: usize) {
         let now = self.buffered.fetch_add(n, Ordering::Relaxed) + n;
         self.peak_buffered.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// The connection has `n` octets queued for the peer.
+    pub(in crate::net) fn queued(&self, n: usize) {
+        self.peak_queued.fetch_max(n, Ordering::Relaxed);
     }
 
     fn sub(&self, n: usize) {

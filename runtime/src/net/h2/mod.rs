@@ -70,6 +70,11 @@ pub async fn serve_with<IO, H>(
 
 /// Read at most this much per read call.
 const READ_CHUNK: usize = 32 * 1024;
+/// Past this many octets queued for the peer (plus each stream's send buffer) the
+/// connection stops reading: what the peer's frames owe it (PING and SETTINGS answers,
+/// resets, response heads) cannot pile up while it reads nothing, and TCP's own
+/// back-pressure reaches it.
+const READ_PAUSE: usize = 64 * 1024;
 /// Turns one poll may run before handing the thread back to the runtime.
 const TURNS_PER_POLL: usize = 16;
 
@@ -108,6 +113,7 @@ struct Driver<IO, H: Handler> {
     queue: WriteQueue,
     slots: Vec<Slot<H>>,
     bodies: InboxPool,
+    stats: Arc<ConnStats>,
     shutdown: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     timer: Pin<Box<Sleep>>,
     deadline: Option<Instant>,
@@ -159,7 +165,8 @@ where
             events: Vec::new(),
             queue,
             slots: Vec::with_capacity(config.max_concurrent_streams as usize),
-            bodies: InboxPool::new(stats),
+            bodies: InboxPool::new(stats.clone()),
+            stats,
             shutdown: Some(Box::pin(async move {
                 let _ = shutdown.wait_for(|stop| *stop).await;
             })),
@@ -179,10 +186,12 @@ where
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         for _ in 0..TURNS_PER_POLL {
             self.poll_shutdown(cx);
-            let mut progress = self.closing == Closing::No && self.poll_read(cx);
+            let mut progress =
+                self.closing == Closing::No && !self.backed_up() && self.poll_read(cx);
             if self.closing == Closing::No {
                 progress |= self.poll_streams(cx);
             }
+            self.stats.queued(self.queue.len());
             match self.queue.poll_write(&mut self.io, cx) {
                 Poll::Ready(Ok(turned)) => progress |= turned,
                 Poll::Ready(Err(err)) => {
@@ -206,6 +215,12 @@ where
         // Busy every turn: let the other connections on this worker run.
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+
+    /// Whether so much is queued for the peer that reading more must wait for a write.
+    fn backed_up(&self) -> bool {
+        let cap = READ_PAUSE + self.slots.len() * self.config.stream_send_buffer;
+        self.queue.len() > cap
     }
 
     fn finished(&self) -> bool {

@@ -49,6 +49,11 @@ impl WriteQueue {
         self.stage.is_empty() && self.in_flight.is_empty()
     }
 
+    /// Octets staged or in flight, not yet taken by the transport.
+    pub(super) fn len(&self) -> usize {
+        self.stage.len() + self.in_flight.len() - self.written
+    }
+
     /// Octets the transport has taken so far; unchanged while it takes nothing.
     pub(super) fn total_written(&self) -> u64 {
         self.total_written
@@ -105,6 +110,7 @@ impl WriteQueue {
             // TLS buffers: the turn is out only once flushed.
             ready!(Pin::new(&mut *io).poll_flush(cx))?;
             self.in_flight.clear();
+            self.written = 0;
             completed = true;
         }
     }
