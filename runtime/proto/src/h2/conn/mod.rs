@@ -286,6 +286,12 @@ impl Connection {
         }
     }
 
+    /// A stream the peer opened (or may still open) above our GOAWAY's last stream id:
+    /// its frames are ignored silently (§6.8), costing no reset budget.
+    fn ignored_after_goaway(&self, id: StreamId) -> bool {
+        self.going_away && id.get() > self.last_processed.get()
+    }
+
     /// Not yet opened by the peer (§5.1).
     fn is_idle(&self, id: StreamId) -> bool {
         id.get() > self.last_peer_stream.get()
@@ -307,6 +313,9 @@ impl Connection {
         }
         // Credited as buffered (DESIGN 4.1): one idle reader cannot starve the others.
         self.recv_credit += data.flow_len;
+        if self.ignored_after_goaway(id) {
+            return Ok(());
+        }
         let Some(stream) = self.streams.get(id) else {
             if self.recently_reset.contains(id) {
                 return Ok(());
@@ -365,7 +374,10 @@ impl Connection {
             } else {
                 BlockUse::Trailers
             }
-        } else if self.recently_reset.contains(id) {
+        } else if self.recently_reset.contains(id)
+            || (self.ignored_after_goaway(id) && !self.is_idle(id))
+        {
+            // Trailers on a stream ignored since our GOAWAY are ignored too.
             BlockUse::Discard(None)
         } else if self.recently_closed.contains(id) {
             // A stream the peer ended or reset (§5.1).
@@ -475,6 +487,11 @@ impl Connection {
                     end_stream: true,
                 });
                 self.close_recv(id);
+                Ok(())
+            }
+            // The block ended after our GOAWAY named a lower last stream id.
+            BlockUse::Request if self.going_away => {
+                self.decode(fragment, &mut Discard)?;
                 Ok(())
             }
             BlockUse::Request => self.open_stream(block, fragment, out, events),

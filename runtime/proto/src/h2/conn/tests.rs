@@ -1094,3 +1094,47 @@ fn a_smaller_header_table_applies_once_acknowledged() {
     assert_eq!(peer.result, Ok(()));
     assert_eq!(peer.requests().len(), 1);
 }
+
+#[test]
+fn frames_on_streams_ignored_after_goaway_cost_nothing() {
+    let mut peer = Peer::with(ConnConfig {
+        server_reset_budget: 2,
+        ..ConnConfig::default()
+    });
+    peer.get(1, &[], EH);
+    let mut out = Vec::new();
+    peer.conn.go_away(&mut out);
+    peer.requests();
+    // Streams 3.. came after the GOAWAY: ignored, and so is everything the client
+    // still sends on them — body and trailers — without resets or a connection error.
+    for id in [3, 5, 7, 9] {
+        peer.post(id, &[]);
+        peer.send(&wire(DATA, 0, id, b"late"));
+        let trailers = peer.block(&[("x-sum", "1")]);
+        peer.send(&wire(HEADERS, EH | ES, id, &trailers));
+    }
+    assert_eq!(peer.result, Ok(()));
+    assert!(peer.requests().is_empty());
+    let sent = peer.sent();
+    assert!(sent.iter().all(|f| f.kind == WINDOW_UPDATE), "{sent:?}");
+    // Stream 1 still finishes.
+    peer.send(&wire(DATA, ES, 1, b""));
+    peer.conn.send_head(sid(1), 200, [], true, &mut out);
+    assert!(peer.conn.is_done());
+}
+
+#[test]
+fn a_request_whose_block_ends_after_goaway_is_not_opened() {
+    let mut peer = Peer::new();
+    let block = peer.block(&[(":method", "GET"), (":scheme", "http"), (":path", "/")]);
+    peer.send(&wire(HEADERS, ES, 1, &block[..1]));
+    let mut out = Vec::new();
+    peer.conn.go_away(&mut out);
+    peer.send(&wire(CONTINUATION, EH, 1, &block[1..]));
+    assert_eq!(peer.result, Ok(()));
+    assert!(
+        peer.requests().is_empty(),
+        "stream 1 is above the GOAWAY's last id 0"
+    );
+    assert!(peer.conn.is_done());
+}
