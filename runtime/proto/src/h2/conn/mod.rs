@@ -156,8 +156,8 @@ impl Connection {
             decoder: Decoder::new(4096, config.max_header_list_size as usize),
             encoder: Encoder::default(),
             streams: Streams::with_capacity(config.max_concurrent_streams as usize),
-            recently_reset: ClosedRing::default(),
-            recently_closed: ClosedRing::default(),
+            recently_reset: ClosedRing::for_streams(config.max_concurrent_streams),
+            recently_closed: ClosedRing::for_streams(config.max_concurrent_streams),
             pool: HeadPool::default(),
             phase: Phase::Preface,
             last_peer_stream: StreamId::CONNECTION,
@@ -464,6 +464,12 @@ impl Connection {
             BlockUse::Discard(reset) => {
                 self.decode(fragment, &mut Discard)?;
                 match reset {
+                    // A refusal starts no work: it costs no reset budget.
+                    Some(ErrorCode::RefusedStream) => {
+                        frame::encode_rst_stream(out, id, ErrorCode::RefusedStream);
+                        self.recently_reset.remember(id);
+                        Ok(())
+                    }
                     Some(code) => self.stream_error(id, code, out, events),
                     None => Ok(()),
                 }

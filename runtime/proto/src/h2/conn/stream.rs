@@ -79,31 +79,36 @@ impl Streams {
     }
 }
 
-/// How many closed streams a [`ClosedRing`] remembers.
-const REMEMBERED: usize = 64;
+/// The fewest closed streams a [`ClosedRing`] remembers.
+const MIN_REMEMBERED: usize = 64;
+/// The most: past this many concurrent streams, the oldest are forgotten sooner.
+const MAX_REMEMBERED: usize = 8192;
 
 /// The last streams closed a given way. Frames the peer sent before it saw our
 /// RST_STREAM must be ignored (§5.4.2); frames on a stream the peer itself ended are
 /// STREAM_CLOSED errors, where an id it never used is a PROTOCOL_ERROR (§5.1, §5.1.1).
+/// Sized to twice the concurrent streams, so that ending every stream at once (and
+/// then some) forgets none whose frames may still be in flight.
 #[derive(Debug)]
 pub(super) struct ClosedRing {
-    ids: [u32; REMEMBERED],
+    ids: Vec<u32>,
     next: usize,
 }
 
-impl Default for ClosedRing {
-    fn default() -> Self {
+impl ClosedRing {
+    pub fn for_streams(max_concurrent_streams: u32) -> Self {
+        let n = (max_concurrent_streams as usize)
+            .saturating_mul(2)
+            .clamp(MIN_REMEMBERED, MAX_REMEMBERED);
         ClosedRing {
-            ids: [0; REMEMBERED],
+            ids: vec![0; n],
             next: 0,
         }
     }
-}
 
-impl ClosedRing {
     pub fn remember(&mut self, id: StreamId) {
         self.ids[self.next] = id.get();
-        self.next = (self.next + 1) % REMEMBERED;
+        self.next = (self.next + 1) % self.ids.len();
     }
 
     pub fn contains(&self, id: StreamId) -> bool {

@@ -1138,3 +1138,42 @@ fn a_request_whose_block_ends_after_goaway_is_not_opened() {
     );
     assert!(peer.conn.is_done());
 }
+
+#[test]
+fn data_in_flight_after_we_ended_every_concurrent_stream_is_ignored() {
+    let mut peer = Peer::new();
+    let streams: Vec<u32> = (0..100).map(|i| 1 + 2 * i).collect();
+    for &id in &streams {
+        peer.post(id, &[]);
+    }
+    assert_eq!(peer.requests().len(), 100);
+    // Answered before their bodies ended: each gets RST_STREAM(NO_ERROR).
+    let mut out = Vec::new();
+    for &id in &streams {
+        peer.conn.send_head(sid(id), 413, [], true, &mut out);
+    }
+    // The bodies' DATA was already in flight: ignored, every one.
+    for &id in &streams {
+        peer.send(&wire(DATA, 0, id, b"in flight"));
+    }
+    assert_eq!(peer.result, Ok(()));
+    let resets = peer.sent().iter().filter(|f| f.kind == RST).count();
+    assert_eq!(resets, 0, "streams we ended were forgotten");
+}
+
+#[test]
+fn refusing_streams_spends_no_reset_budget() {
+    let mut peer = Peer::with(ConnConfig {
+        max_concurrent_streams: 1,
+        server_reset_budget: 2,
+        ..ConnConfig::default()
+    });
+    peer.get(1, &[], EH);
+    for i in 1..=5 {
+        peer.get(1 + 2 * i, &[], EH | ES);
+        assert_eq!(peer.expect_reset(), (1 + 2 * i, ErrorCode::RefusedStream));
+    }
+    // The budget is whole: a real stream error still has both resets to spend.
+    peer.send(&window_update(1, 0));
+    assert_eq!(peer.expect_reset(), (1, ErrorCode::ProtocolError));
+}
