@@ -233,12 +233,18 @@ impl Connection {
                 Ok(frame) => self.on_frame(frame, input, out, events)?,
                 Err(H2Error::Connection(code)) => return Err(code),
                 Err(H2Error::Stream(id, code)) => {
-                    // While a field block is open only its CONTINUATIONs may arrive.
-                    if self.block.is_some() {
+                    // While a field block is open only its CONTINUATIONs may arrive, and
+                    // the first frame must be SETTINGS (§3.4).
+                    if self.block.is_some() || self.phase == Phase::FirstSettings {
                         return Err(ErrorCode::ProtocolError);
                     }
-                    if self.is_idle(id) && head.frame_type() != Some(frame::FrameType::Priority) {
-                        return Err(ErrorCode::ProtocolError);
+                    if self.is_idle(id) {
+                        if head.frame_type() != Some(frame::FrameType::Priority) {
+                            return Err(ErrorCode::ProtocolError);
+                        }
+                        // No RST_STREAM on an idle stream (§6.4), and nothing remembered:
+                        // the stream may still open. PRIORITY carries nothing we use.
+                        continue;
                     }
                     self.stream_error(id, code, out, events)?;
                 }

@@ -611,8 +611,11 @@ fn stream_errors_reset_the_stream_with_the_rfc_code() {
             ErrorCode::ProtocolError,
         ),
         (
-            "PRIORITY of 4 octets",
-            |p| p.send(&wire(PRIORITY, 0, 1, &[0; 4])),
+            "PRIORITY of 4 octets on an open stream",
+            |p| {
+                p.get(1, &[], EH);
+                p.send(&wire(PRIORITY, 0, 1, &[0; 4]));
+            },
             ErrorCode::FrameSizeError,
         ),
     ];
@@ -1176,4 +1179,28 @@ fn refusing_streams_spends_no_reset_budget() {
     // The budget is whole: a real stream error still has both resets to spend.
     peer.send(&window_update(1, 0));
     assert_eq!(peer.expect_reset(), (1, ErrorCode::ProtocolError));
+}
+
+#[test]
+fn a_malformed_priority_on_an_idle_stream_resets_nothing() {
+    let mut peer = Peer::new();
+    peer.send(&wire(PRIORITY, 0, 9, &[0, 0, 0, 0]));
+    assert_eq!(peer.result, Ok(()));
+    assert!(
+        peer.sent().is_empty(),
+        "RST_STREAM on an idle stream (§6.4)"
+    );
+    // Stream 9 is still idle: its request is served.
+    peer.get(9, &[], EH | ES);
+    assert_eq!(peer.requests().len(), 1);
+}
+
+#[test]
+fn a_stream_error_before_the_first_settings_is_a_connection_error() {
+    let mut out = Vec::new();
+    let mut conn = Connection::new(ConnConfig::default(), &mut out);
+    let mut input = PREFACE.to_vec();
+    input.extend(wire(PRIORITY, 0, 1, &[0, 0, 0, 0]));
+    let result = conn.recv(&input, &mut out, &mut Vec::new());
+    assert_eq!(result, Err(ConnectionError(ErrorCode::ProtocolError)));
 }
