@@ -16,12 +16,15 @@ pub struct H2Args {
     pub h2_max_concurrent_streams: u32,
 
     /// Per-stream receive window in octets: the most request body buffered for a
-    /// handler that has not read it.
-    #[arg(long, default_value_t = defaults().initial_window_size)]
+    /// handler that has not read it (at most 2147483647).
+    #[arg(long, default_value_t = defaults().initial_window_size,
+          value_parser = clap::value_parser!(u32).range(0..=2_147_483_647))]
     pub h2_initial_window_size: u32,
 
-    /// Connection receive window in octets; credited as request bodies are buffered.
-    #[arg(long, default_value_t = defaults().connection_window_size)]
+    /// Connection receive window in octets; credited as request bodies are buffered
+    /// (at most 2147483647).
+    #[arg(long, default_value_t = defaults().connection_window_size,
+          value_parser = clap::value_parser!(u32).range(0..=2_147_483_647))]
     pub h2_connection_window_size: u32,
 
     /// Largest frame payload accepted, in octets (16384..=16777215).
@@ -189,5 +192,14 @@ mod tests {
     #[test]
     fn a_frame_size_below_the_rfc_minimum_is_refused() {
         assert!(Cli::try_parse_from(["wedge", "--h2-max-frame-size=100"]).is_err());
+        assert!(Cli::try_parse_from(["wedge", "--h2-max-frame-size=16777216"]).is_err());
+    }
+
+    #[test]
+    fn windows_past_2_pow_31_minus_1_are_refused() {
+        for flag in ["--h2-initial-window-size", "--h2-connection-window-size"] {
+            assert!(Cli::try_parse_from(["wedge", &format!("{flag}=2147483648")]).is_err());
+            assert!(Cli::try_parse_from(["wedge", &format!("{flag}=2147483647")]).is_ok());
+        }
     }
 }

@@ -24,7 +24,8 @@ pub use pool::{HeadPool, MAX_POOLED, MAX_POOLED_ARENA, MAX_POOLED_FIELDS, Reques
 use crate::h2::PREFACE;
 use crate::h2::error::{ErrorCode, H2Error};
 use crate::h2::frame::{
-    self, DEFAULT_INITIAL_WINDOW_SIZE, DEFAULT_MAX_FRAME_SIZE, Frame, FrameHead, Setting, StreamId,
+    self, DEFAULT_INITIAL_WINDOW_SIZE, DEFAULT_MAX_FRAME_SIZE, Frame, FrameHead,
+    MAX_MAX_FRAME_SIZE, MAX_WINDOW_SIZE, Setting, StreamId,
 };
 use crate::h2::hpack::{Decoder, Encoder, FieldSink, HpackError};
 
@@ -124,7 +125,13 @@ pub struct Connection {
 impl Connection {
     /// A connection that will enforce `config`; `out` receives our SETTINGS (and the
     /// connection window increase), which may be sent before the client preface arrives.
-    pub fn new(config: ConnConfig, out: &mut Vec<u8>) -> Self {
+    pub fn new(mut config: ConnConfig, out: &mut Vec<u8>) -> Self {
+        // Limits outside what SETTINGS may carry (§6.5.2) are clamped, not put on the wire.
+        config.initial_window_size = config.initial_window_size.min(MAX_WINDOW_SIZE);
+        config.connection_window_size = config.connection_window_size.min(MAX_WINDOW_SIZE);
+        config.max_frame_size = config
+            .max_frame_size
+            .clamp(DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE);
         let mut settings = [Setting::EnablePush(false); 6];
         let mut n = 0;
         for setting in [

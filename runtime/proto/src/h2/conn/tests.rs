@@ -1204,3 +1204,28 @@ fn a_stream_error_before_the_first_settings_is_a_connection_error() {
     let result = conn.recv(&input, &mut out, &mut Vec::new());
     assert_eq!(result, Err(ConnectionError(ErrorCode::ProtocolError)));
 }
+
+#[test]
+fn out_of_range_limits_are_clamped_to_what_the_rfc_allows() {
+    for (initial, connection, frame_size) in [(u32::MAX, u32::MAX, 100), (0, 0, u32::MAX)] {
+        let mut out = Vec::new();
+        Connection::new(
+            ConnConfig {
+                initial_window_size: initial,
+                connection_window_size: connection,
+                max_frame_size: frame_size,
+                ..ConnConfig::default()
+            },
+            &mut out,
+        );
+        // Our SETTINGS decode as valid (§6.5.2), and so does any window increase.
+        let head = FrameHead::decode(&out).unwrap();
+        let end = FrameHead::SIZE + head.len as usize;
+        let settings = frame::Settings::decode(&head, &out[FrameHead::SIZE..end]);
+        assert!(settings.is_ok(), "{initial} {connection} {frame_size}");
+        if let Some(update) = FrameHead::decode(&out[end..]) {
+            let payload = &out[end + FrameHead::SIZE..end + FrameHead::SIZE + 4];
+            assert!(frame::WindowUpdate::decode(&update, payload).is_ok());
+        }
+    }
+}
