@@ -757,3 +757,33 @@ fn client_never_reads(server: DuplexStream) -> Recording {
         max_write: Arc::new(AtomicUsize::new(0)),
     }
 }
+
+#[tokio::test]
+async fn a_panicking_handler_gets_a_500_not_a_reset() {
+    let handler = native(|head, _| {
+        if head.path() == b"/in-call" {
+            panic!("the handler panicked in call");
+        }
+        Answer::Later(Box::pin(async {
+            panic!("the handler panicked when polled")
+        }))
+    });
+    let (mut raw, _wire, _shutdown) = pipe(handler, H2Config::default());
+    handshake(&mut raw).await;
+    for (id, path) in [(1, "/in-call"), (3, "/in-poll")] {
+        raw.get(id, path);
+        raw.flush().await;
+        let frame = loop {
+            let frame = raw.next().await.expect("the server closed");
+            if frame.stream == id && (frame.kind == 0x1 || frame.kind == 0x3) {
+                break frame;
+            }
+        };
+        assert_eq!(
+            frame.kind, 0x1,
+            "{path}: a reset instead of a 500: {frame:?}"
+        );
+        assert_ne!(frame.flags & flags::END_STREAM, 0, "{path}: {frame:?}");
+        assert_eq!(raw.status(&frame), "500", "{path}");
+    }
+}

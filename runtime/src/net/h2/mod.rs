@@ -93,6 +93,12 @@ struct Slot<H: Handler> {
     head_only: bool,
 }
 
+/// A handler that panicked before answering gets a bare 500 (DESIGN 4.4); the head is
+/// not yet sent, so the stream ends cleanly rather than with a reset.
+fn internal_error(conn: &mut Connection, id: StreamId, out: &mut Vec<u8>) {
+    conn.send_head(id, 500, [], true, out);
+}
+
 /// Why the connection is closing without waiting for its streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Closing {
@@ -311,8 +317,7 @@ where
                         }),
                         Err(_) => {
                             tracing::error!("stream {}: the handler panicked", stream.get());
-                            self.conn
-                                .reset(stream, ErrorCode::InternalError, self.queue.stage());
+                            internal_error(&mut self.conn, stream, self.queue.stage());
                         }
                     }
                 }
@@ -377,8 +382,7 @@ where
                 Ok(Poll::Ready(response)) => response,
                 Err(_) => {
                     tracing::error!("stream {}: the handler panicked", id.get());
-                    self.conn
-                        .reset(id, ErrorCode::InternalError, self.queue.stage());
+                    internal_error(&mut self.conn, id, self.queue.stage());
                     return true;
                 }
             };
