@@ -4,7 +4,8 @@
 //!
 //! Run: `cargo bench -p wedge --bench h2_engines` (needs `h2load` and `taskset`).
 //! `ROUNDS` (default 5) and `SECONDS` (default 10) bound the run.
-//! The server side is this same binary: `h2_engines serve <wedge|hyper> PORT`.
+//! The server side is this same binary: `h2_engines serve <wedge|hyper>`; it
+//! binds a free loopback port and prints it.
 
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpStream};
@@ -23,8 +24,7 @@ const HELLO: &[u8] = b"Hello, world!\n";
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("serve") {
-        let port: u16 = args[3].parse().expect("port");
-        serve(&args[2], port);
+        serve(&args[2]);
         return;
     }
     if args.iter().any(|a| a == "--list") {
@@ -46,15 +46,16 @@ impl Handler for NativeHello {
     }
 }
 
-fn serve(engine: &str, port: u16) {
+fn serve(engine: &str) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
             .unwrap();
+        println!("{}", listener.local_addr().unwrap().port());
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
         let config = Arc::new(H2Config::default());
         loop {
@@ -103,7 +104,13 @@ fn orchestrate() {
         for k in 0..runs.len() {
             let i = (k + round) % runs.len();
             let engine = runs[i].split_whitespace().next().unwrap();
-            let sample = measure(&me, engine, 19_000 + (round * 3 + i) as u16, seconds);
+            let Some(sample) = measure(&me, engine, seconds) else {
+                eprintln!(
+                    "round {round} {:<16} produced no requests; discarded",
+                    runs[i]
+                );
+                continue;
+            };
             eprintln!(
                 "round {round} {:<16} {:>7.2} µs/req {:>9.0} req/s",
                 runs[i], sample.cpu_us_per_req, sample.req_per_s
@@ -128,14 +135,22 @@ fn orchestrate() {
     }
 }
 
-fn measure(me: &std::path::Path, engine: &str, port: u16, seconds: u64) -> Sample {
+/// One measured run of `engine`, or `None` when no request succeeded.
+fn measure(me: &std::path::Path, engine: &str, seconds: u64) -> Option<Sample> {
     let mut server = Command::new("taskset")
         .args(["-c", "1"])
         .arg(me)
-        .args(["serve", engine, &port.to_string()])
-        .stdout(Stdio::null())
+        .args(["serve", engine])
+        .stdout(Stdio::piped())
         .spawn()
         .expect("taskset");
+    let mut port = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut port,
+    )
+    .unwrap();
+    let port: u16 = port.trim().parse().expect("the server prints its port");
     wait_listening(port);
     let url = format!("http://127.0.0.1:{port}/");
     h2load(&url, 3); // warm-up
@@ -143,11 +158,14 @@ fn measure(me: &std::path::Path, engine: &str, port: u16, seconds: u64) -> Sampl
     let (done, rps) = h2load(&url, seconds);
     let after = cpu_ticks(&server);
     stop(&mut server);
-    let tick_us = 1e6 / clock_ticks_per_second();
-    Sample {
-        cpu_us_per_req: (after - before) as f64 * tick_us / done.max(1) as f64,
-        req_per_s: rps,
+    if done == 0 {
+        return None;
     }
+    let tick_us = 1e6 / clock_ticks_per_second();
+    Some(Sample {
+        cpu_us_per_req: (after - before) as f64 * tick_us / done as f64,
+        req_per_s: rps,
+    })
 }
 
 /// Runs h2load for `seconds`; returns (requests succeeded, req/s).
@@ -218,8 +236,12 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// The median; NaN when every round was discarded.
 fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
 }
 
