@@ -32,23 +32,33 @@ struct Counting;
 
 thread_local! {
     static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+    /// Octets allocated and not yet freed by this thread (frees from other threads
+    /// are not seen: measure on a current-thread runtime).
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+}
+
+fn live(delta: isize) {
+    let _ = LIVE.try_with(|n| n.set(n.get() + delta));
 }
 
 // SAFETY: forwards to the system allocator, only counting calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        live(layout.size() as isize);
         // SAFETY: same contract as ours.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        live(-(layout.size() as isize));
         // SAFETY: same contract as ours.
         unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        live(new_size as isize - layout.size() as isize);
         // SAFETY: same contract as ours.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -786,4 +796,44 @@ async fn a_panicking_handler_gets_a_500_not_a_reset() {
         assert_ne!(frame.flags & flags::END_STREAM, 0, "{path}: {frame:?}");
         assert_eq!(raw.status(&frame), "500", "{path}");
     }
+}
+
+#[tokio::test]
+async fn tiny_data_frames_to_a_handler_that_never_reads_pin_no_read_buffers() {
+    let (held_tx, held_rx) = oneshot::channel::<RequestBody>();
+    let held = Arc::new(Mutex::new(Some(held_tx)));
+    let handler = native(move |_, body| {
+        // Keeps its body unread, and never answers.
+        if let Some(tx) = held.lock().unwrap().take() {
+            let _ = tx.send(body);
+        }
+        Answer::Later(Box::pin(std::future::pending()))
+    });
+    let (mut raw, _wire, _shutdown) = pipe(handler, H2Config::default());
+    handshake(&mut raw).await;
+    raw.post(1, "/");
+    let one_data_frame = async |raw: &mut Raw<DuplexStream>| {
+        raw.data(1, b"x", false);
+        raw.flush().await;
+        // Each in its own read: the connection window update says it was taken.
+        loop {
+            let frame = raw.next().await.expect("the server closed");
+            if frame.kind == 0x8 && frame.stream == 0 {
+                break;
+            }
+        }
+    };
+    one_data_frame(&mut raw).await;
+    let body = held_rx.await.unwrap();
+    let before = LIVE.with(Cell::get);
+    const N: usize = 1000;
+    for _ in 0..N {
+        one_data_frame(&mut raw).await;
+    }
+    let grown = LIVE.with(Cell::get) - before;
+    assert!(
+        grown < 256 * 1024,
+        "{grown} octets held for {N} buffered octets"
+    );
+    drop(body);
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
 
 /// Counters a connection keeps; tests read them to assert on memory, not on time.
@@ -66,9 +66,19 @@ impl From<BodyGone> for wasmtime_wasi_http::Error {
     }
 }
 
+/// Chunks shorter than this are copied into the inbox's own buffer instead of kept as
+/// slices of the connection's read buffer: a 1-octet slice would pin a whole read.
+const COPY_BELOW: usize = 4096;
+/// An inbox whose chunk queue grew past this many slots is not pooled.
+const MAX_POOLED_CHUNKS: usize = 64;
+/// An inbox whose copy buffer grew past this is not kept with it when pooled.
+const MAX_POOLED_TAIL: usize = 4096;
+
 #[derive(Default)]
 struct State {
     chunks: VecDeque<Bytes>,
+    /// Small chunks, copied and coalesced; they come after everything in `chunks`.
+    tail: BytesMut,
     ended: bool,
     gone: Option<BodyGone>,
     /// Read by the handler, not yet reported to the connection.
@@ -78,6 +88,24 @@ struct State {
 }
 
 impl State {
+    /// The next chunk for the handler, in arrival order.
+    fn pop(&mut self) -> Option<Bytes> {
+        self.chunks
+            .pop_front()
+            .or_else(|| (!self.tail.is_empty()).then(|| self.tail.split().freeze()))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.chunks.is_empty() && self.tail.is_empty()
+    }
+
+    /// Drops everything buffered; the octets dropped.
+    fn drain(&mut self) -> usize {
+        let dropped = self.chunks.drain(..).map(|c| c.len()).sum::<usize>() + self.tail.len();
+        self.tail.clear();
+        dropped
+    }
+
     /// The connection asks to be woken when the handler takes a chunk.
     fn listen(&mut self, connection: &Waker) {
         if !self
@@ -115,7 +143,15 @@ impl Inbox {
         let mut state = self.lock();
         if !chunk.is_empty() {
             self.stats.add(chunk.len());
-            state.chunks.push_back(chunk);
+            if chunk.len() < COPY_BELOW {
+                state.tail.extend_from_slice(&chunk);
+            } else {
+                if !state.tail.is_empty() {
+                    let small = state.tail.split().freeze();
+                    state.chunks.push_back(small);
+                }
+                state.chunks.push_back(chunk);
+            }
         }
         state.ended |= end;
         if let Some(reader) = state.reader.take() {
@@ -126,7 +162,7 @@ impl Inbox {
     /// The body will not complete; unread octets are dropped.
     pub(in crate::net) fn fail(&self, why: BodyGone) {
         let mut state = self.lock();
-        let dropped: usize = state.chunks.drain(..).map(|c| c.len()).sum();
+        let dropped = state.drain();
         self.stats.sub(dropped);
         if !state.ended {
             state.gone = Some(why);
@@ -150,13 +186,16 @@ impl Inbox {
         let mut state = self.lock();
         state.listen(connection);
         state.consumed = 0;
-        state.chunks.is_empty()
+        state.is_empty()
     }
 
     /// Forgets everything before the next stream uses it.
     pub(in crate::net) fn reset(&self) {
         let mut state = self.lock();
-        let dropped: usize = state.chunks.drain(..).map(|c| c.len()).sum();
+        let dropped = state.drain();
+        if state.tail.capacity() > MAX_POOLED_TAIL {
+            state.tail = BytesMut::new();
+        }
         self.stats.sub(dropped);
         state.ended = false;
         state.gone = None;
@@ -193,7 +232,8 @@ impl InboxPool {
     /// else (a handler still running) holds it. Drop the stream's handler first.
     pub(in crate::net) fn give_back(&mut self, inbox: Arc<Inbox>, why: BodyGone) {
         inbox.fail(why);
-        if Arc::strong_count(&inbox) == 1 && self.free.len() < MAX_POOLED_INBOXES {
+        let small = inbox.lock().chunks.capacity() <= MAX_POOLED_CHUNKS;
+        if small && Arc::strong_count(&inbox) == 1 && self.free.len() < MAX_POOLED_INBOXES {
             inbox.reset();
             self.free.push(inbox);
         }
@@ -228,7 +268,7 @@ impl Body for RequestBody {
             return Poll::Ready(None);
         };
         let mut state = inbox.lock();
-        if let Some(chunk) = state.chunks.pop_front() {
+        if let Some(chunk) = state.pop() {
             inbox.stats.sub(chunk.len());
             state.consumed += chunk.len();
             if let Some(connection) = state.connection.take() {
@@ -257,7 +297,7 @@ impl Body for RequestBody {
             None => true,
             Some(inbox) => {
                 let state = inbox.lock();
-                state.ended && state.chunks.is_empty()
+                state.ended && state.is_empty()
             }
         }
     }
