@@ -76,7 +76,9 @@ async fn echo_returns_10_mib_byte_identical() {
 async fn a_parked_handler_holds_up_nobody_on_its_connection() {
     let server = TestServer::app(app("faults"), H2Config::default()).await;
     let mut client = server.client().await;
-    let (slow, _) = client.send_request(get("/sleep?ms=3000"), true).unwrap();
+    // The first handler parks for a minute: far longer than the test runs, so the
+    // second response can only come first if dispatch never waits on the first.
+    let (slow, _) = client.send_request(get("/sleep?ms=60000"), true).unwrap();
     let (fast, _) = client.send_request(get("/stdout"), true).unwrap();
     let mut slow = Box::pin(slow);
     // Order, not time: the second stream's response must come first.
@@ -85,8 +87,19 @@ async fn a_parked_handler_holds_up_nobody_on_its_connection() {
         _ = &mut slow => panic!("the parked stream answered before the other"),
         fast = fast => assert_eq!(fast.unwrap().status(), 200),
     }
-    let slow = slow.await.unwrap();
-    assert_eq!(read_body(slow.into_body()).await, b"slept 3000\n");
+    // The parked one is still parked.
+    assert!(futures_poll_once(&mut slow).await.is_none());
+}
+
+/// Polls a future once: `Some` if it is ready.
+async fn futures_poll_once<F: std::future::Future + Unpin>(future: &mut F) -> Option<F::Output> {
+    std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(match std::pin::Pin::new(&mut *future).poll(cx) {
+            std::task::Poll::Ready(out) => Some(out),
+            std::task::Poll::Pending => None,
+        })
+    })
+    .await
 }
 
 /// Sends on `upload` until the server stops granting credit at exactly one window.
@@ -136,20 +149,36 @@ async fn guests_that_never_read_stall_only_their_own_streams() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_sends_goaway_and_lets_the_request_in_flight_finish() {
+    use wedge_proto::h2::frame::FrameType;
     let server = TestServer::app(app("faults"), H2Config::default()).await;
-    let mut client = server.client().await;
-    let (slow, _) = client.send_request(get("/sleep?ms=500"), true).unwrap();
-    // The stream is taken once its response head is on the way; wait for the
-    // connection to have it by sending a second request and reading its answer.
-    let (fast, _) = client.send_request(get("/stdout"), true).unwrap();
-    fast.await.unwrap();
+    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let mut raw = h2_support::raw::Raw::new(tcp);
+    raw.settings_ack()
+        .get(1, "/sleep?ms=2000")
+        .get(3, "/stdout");
+    raw.flush().await;
+    // Stream 3's answer means the server has taken streams 1 and 3.
+    raw.response_end(3).await;
     server.shutdown.send(true).unwrap();
-    let slow = slow.await.unwrap();
-    assert_eq!(read_body(slow.into_body()).await, b"slept 500\n");
-    // New streams after GOAWAY are refused by the client library itself.
-    let refused = client.send_request(get("/stdout"), true);
-    match refused {
-        Err(_) => {}
-        Ok((response, _)) => assert!(response.await.is_err()),
+    // GOAWAY names stream 3, the last one taken, with NO_ERROR; stream 1 still ends
+    // with its full body.
+    let mut goaway = None;
+    let mut body = Vec::new();
+    let mut ended = false;
+    while !(ended && goaway.is_some()) {
+        let Some(frame) = raw.next().await else { break };
+        if frame.kind == FrameType::GoAway as u8 {
+            let last = u32::from_be_bytes(frame.payload[..4].try_into().unwrap()) & 0x7fff_ffff;
+            goaway = Some((last, frame.code()));
+        }
+        if frame.stream == 1 && frame.kind == FrameType::Data as u8 {
+            body.extend_from_slice(&frame.payload);
+            ended = frame.flags & wedge_proto::h2::frame::flags::END_STREAM != 0;
+        }
     }
+    assert_eq!(goaway, Some((3, wedge_proto::h2::ErrorCode::NoError)));
+    assert!(ended, "stream 1 did not end cleanly");
+    assert_eq!(body, b"slept 2000\n");
+    // Then the server closes the connection.
+    assert!(raw.next().await.is_none());
 }
