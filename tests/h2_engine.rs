@@ -837,3 +837,65 @@ async fn tiny_data_frames_to_a_handler_that_never_reads_pin_no_read_buffers() {
     );
     drop(body);
 }
+
+/// A body whose end is only seen by polling it (as a guest's): `is_end_stream` stays false.
+struct EndsWhenPolled(Option<Bytes>);
+
+impl http_body::Body for EndsWhenPolled {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        Poll::Ready(
+            self.get_mut()
+                .0
+                .take()
+                .map(|c| Ok(http_body::Frame::data(c))),
+        )
+    }
+}
+
+struct SixteenOctets;
+
+impl Handler for SixteenOctets {
+    type Body = EndsWhenPolled;
+    type Future = std::future::Ready<Response<EndsWhenPolled>>;
+
+    fn call(&self, _: &RequestHead, _: RequestBody) -> Self::Future {
+        let body = EndsWhenPolled(Some(Bytes::from_static(b"sixteen octets!!")));
+        std::future::ready(Response::new(body))
+    }
+}
+
+#[tokio::test]
+async fn a_body_that_exactly_fills_the_window_ends_without_more_credit() {
+    use wedge_proto::h2::frame::Setting;
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let (_shutdown, rx) = watch::channel(false);
+    tokio::spawn(wedge::net::h2::serve_with(
+        server,
+        SixteenOctets,
+        rx,
+        Arc::new(H2Config::default()),
+        Arc::new(ConnStats::default()),
+    ));
+    let mut raw = Raw::new(client);
+    raw.settings(&[Setting::InitialWindowSize(16)]);
+    handshake(&mut raw).await;
+    raw.get(1, "/");
+    raw.flush().await;
+    // No WINDOW_UPDATE is ever sent: the end needs no credit. A bound, not a
+    // synchronisation: a response left waiting for credit fails here.
+    let frames = tokio::time::timeout(std::time::Duration::from_secs(20), raw.response_end(1))
+        .await
+        .expect("the response did not end without a WINDOW_UPDATE");
+    let data: usize = frames
+        .iter()
+        .filter(|f| f.kind == 0x0)
+        .map(|f| f.payload.len())
+        .sum();
+    assert_eq!(data, 16);
+}

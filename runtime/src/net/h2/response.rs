@@ -75,7 +75,12 @@ where
                 if !conn.is_sending(id) {
                     return Progress::Done;
                 }
-                return Progress::Parked;
+                if !self.pending.is_empty() {
+                    return Progress::Parked;
+                }
+                // Nothing pending: the body is still looked at, so that its end (or its
+                // trailers), which needs no credit, goes out now. A chunk it gives waits
+                // in `pending`, the one chunk a stream may hold.
             }
             if !self.pending.is_empty() {
                 let n = credit.min(self.pending.len());
@@ -88,7 +93,7 @@ where
                 }
                 continue;
             }
-            // Only now, with credit to spend, is the next chunk taken (DESIGN 4.1).
+            // Only now, with credit or nothing pending, is the next chunk taken (DESIGN 4.1).
             match Pin::new(&mut self.body).poll_frame(cx) {
                 Poll::Pending => return Progress::Parked,
                 Poll::Ready(None) => {
