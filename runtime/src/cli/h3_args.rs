@@ -24,6 +24,16 @@ pub struct H3Args {
     #[arg(long, default_value_t = defaults().idle_timeout.into())]
     pub h3_idle_timeout: humantime::Duration,
 
+    /// Request body octets buffered per stream for a guest that has not read them
+    /// (QUIC stream receive window).
+    #[arg(long, default_value_t = defaults().stream_receive_window)]
+    pub h3_stream_receive_window: u32,
+
+    /// Request body octets buffered per connection across its streams (QUIC
+    /// connection receive window).
+    #[arg(long, default_value_t = defaults().connection_receive_window)]
+    pub h3_connection_receive_window: u32,
+
     /// Largest request head in octets (SETTINGS_MAX_FIELD_SECTION_SIZE); larger
     /// requests are answered 431.
     #[arg(long, default_value_t = defaults().max_field_section_size)]
@@ -46,6 +56,8 @@ impl H3Args {
         (!self.no_h3).then(|| H3Config {
             max_concurrent_streams: self.h3_max_concurrent_streams,
             idle_timeout: self.h3_idle_timeout.into(),
+            stream_receive_window: self.h3_stream_receive_window,
+            connection_receive_window: self.h3_connection_receive_window,
             max_field_section_size: self.h3_max_field_section_size,
             qpack_max_table_capacity: self.h3_qpack_max_table_capacity,
             qpack_blocked_streams: self.h3_qpack_blocked_streams,
@@ -79,6 +91,8 @@ mod tests {
             "wedge",
             "--h3-max-concurrent-streams=7",
             "--h3-idle-timeout=5s",
+            "--h3-stream-receive-window=65536",
+            "--h3-connection-receive-window=1048576",
             "--h3-max-field-section-size=1000",
             "--h3-qpack-max-table-capacity=4096",
             "--h3-qpack-blocked-streams=16",
@@ -88,6 +102,8 @@ mod tests {
             Some(H3Config {
                 max_concurrent_streams: 7,
                 idle_timeout: Duration::from_secs(5),
+                stream_receive_window: 65536,
+                connection_receive_window: 1048576,
                 max_field_section_size: 1000,
                 qpack_max_table_capacity: 4096,
                 qpack_blocked_streams: 16,

@@ -22,6 +22,13 @@ pub struct H3Config {
     pub max_concurrent_streams: u32,
     /// A connection that carries nothing for this long is closed (QUIC idle timeout).
     pub idle_timeout: Duration,
+    /// Request body octets quinn buffers per stream before the guest reads them (QUIC
+    /// stream flow control): what one stream whose guest never reads can pin.
+    pub stream_receive_window: u32,
+    /// Request body octets quinn buffers per connection across its streams (QUIC
+    /// connection flow control). Streams whose guests never read hold their share
+    /// until the connection ends, so this is sized for several of them.
+    pub connection_receive_window: u32,
     /// SETTINGS_MAX_FIELD_SECTION_SIZE: a larger request head is answered 431.
     pub max_field_section_size: u64,
     /// SETTINGS_QPACK_MAX_TABLE_CAPACITY: the QPACK dynamic table a client may make us
@@ -38,6 +45,8 @@ impl Default for H3Config {
         H3Config {
             max_concurrent_streams: 100,
             idle_timeout: Duration::from_secs(30),
+            stream_receive_window: 256 * 1024,
+            connection_receive_window: 8 * 1024 * 1024,
             max_field_section_size: core.max_field_section_size,
             qpack_max_table_capacity: core.qpack_max_table_capacity,
             qpack_blocked_streams: core.qpack_blocked_streams,
@@ -66,6 +75,11 @@ impl H3Config {
         transport.max_concurrent_bidi_streams(self.max_concurrent_streams.into());
         // The client's control stream and QPACK streams, plus room for grease.
         transport.max_concurrent_uni_streams(8u32.into());
+        // quinn's defaults (1.25 MB a stream, no connection limit) would let one
+        // connection pin over 100 MB of request bodies its guests never read.
+        transport.stream_receive_window(self.stream_receive_window.into());
+        transport.receive_window(self.connection_receive_window.into());
+        transport.send_window(u64::from(self.connection_receive_window));
         transport.max_idle_timeout(Some(
             self.idle_timeout
                 .try_into()

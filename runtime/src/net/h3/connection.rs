@@ -409,6 +409,8 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 Event::Request { stream, head } => {
                     self.unblock(stream);
                     self.start(stream, &head);
+                    // The handler copied what it needs: the head serves the next stream.
+                    self.core.give_back(head);
                 }
                 Event::Data { stream, range } => {
                     if let Some(inbox) = self.request(stream).and_then(|s| s.inbox.as_ref()) {
@@ -534,6 +536,9 @@ impl<H: Handler<RequestHead>> Driver<H> {
     /// A stream is over: its handler and body are dropped (a guest still running is
     /// stopped); its inbox and staging buffer are kept for the next stream.
     fn retire(&mut self, stream: RequestStream<H>, why: BodyGone) {
+        // A stream answered (or failed) before its request ended is still open in the
+        // core; forget it there too, or its state would outlive it.
+        let _ = self.core.reset(stream.id);
         let RequestStream {
             mut recv,
             send,
