@@ -127,9 +127,59 @@ fn to_http(
         None => http::Uri::builder(),
     };
     let uri = uri.path_and_query(head.path()).build()?;
-    let mut request = Request::builder().method(head.method()).uri(uri);
-    for (name, value) in head.fields() {
-        request = request.header(name, value);
+    let request = Request::builder().method(head.method()).uri(uri);
+    with_fields(request, head.fields()).body(body)
+}
+
+/// Adds a head's fields to a request. HTTP/2 and HTTP/3 split cookies into one field
+/// per crumb; they are joined with "; " before a generic HTTP application sees them
+/// (RFC 9113 §8.2.3, RFC 9114 §4.2.1).
+fn with_fields<'a>(
+    mut request: http::request::Builder,
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+) -> http::request::Builder {
+    let mut cookie: Option<Vec<u8>> = None;
+    for (name, value) in fields {
+        if name == b"cookie" {
+            match &mut cookie {
+                Some(joined) => {
+                    joined.extend_from_slice(b"; ");
+                    joined.extend_from_slice(value);
+                }
+                None => cookie = Some(value.to_vec()),
+            }
+        } else {
+            request = request.header(name, value);
+        }
     }
-    request.body(body)
+    match cookie {
+        Some(joined) => request.header(http::header::COOKIE, joined),
+        None => request,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(pairs: &[(&'static str, &'static str)]) -> http::HeaderMap {
+        let fields = pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
+        let request = with_fields(Request::builder(), fields).body(()).unwrap();
+        request.headers().clone()
+    }
+
+    #[test]
+    fn cookie_crumbs_are_joined_into_one_field() {
+        let headers = fields(&[("cookie", "a=1"), ("accept", "*/*"), ("cookie", "b=2")]);
+        let cookies: Vec<_> = headers.get_all("cookie").iter().collect();
+        assert_eq!(cookies, ["a=1; b=2"]);
+        assert_eq!(headers["accept"], "*/*");
+    }
+
+    #[test]
+    fn other_repeated_fields_stay_separate() {
+        let headers = fields(&[("x-tag", "1"), ("x-tag", "2")]);
+        assert_eq!(headers.get_all("x-tag").iter().count(), 2);
+        assert!(headers.get("cookie").is_none());
+    }
 }
