@@ -899,3 +899,93 @@ async fn a_body_that_exactly_fills_the_window_ends_without_more_credit() {
         .sum();
     assert_eq!(data, 16);
 }
+
+/// A transport that, once `trickle` is set, takes one octet per 20 ms: a peer that keeps
+/// reading, just never enough to matter.
+struct Trickle {
+    inner: DuplexStream,
+    trickle: Arc<AtomicBool>,
+    pace: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl AsyncRead for Trickle {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Trickle {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if !self.trickle.load(Ordering::Relaxed) {
+            return Pin::new(&mut self.inner).poll_write(cx, buf);
+        }
+        if self.pace.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let next = tokio::time::Instant::now() + std::time::Duration::from_millis(20);
+        self.pace.as_mut().reset(next);
+        Pin::new(&mut self.inner).poll_write(cx, &buf[..buf.len().min(1)])
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[tokio::test]
+async fn a_closing_connection_is_not_held_open_by_a_trickling_reader() {
+    static BIG: [u8; 60_000] = [b'b'; 60_000];
+    let (client, server) = tokio::io::duplex(1024);
+    let trickle = Arc::new(AtomicBool::new(false));
+    let io = Trickle {
+        inner: server,
+        trickle: trickle.clone(),
+        pace: Box::pin(tokio::time::sleep(std::time::Duration::ZERO)),
+    };
+    let (_shutdown, rx) = watch::channel(false);
+    let config = H2Config {
+        write_timeout: std::time::Duration::from_millis(300),
+        ..H2Config::default()
+    };
+    let served = tokio::spawn(wedge::net::h2::serve_with(
+        io,
+        native(|_, _| text(&BIG)),
+        rx,
+        Arc::new(config),
+        Arc::new(ConnStats::default()),
+    ));
+    let mut raw = Raw::new(client);
+    handshake(&mut raw).await;
+    raw.get(1, "/");
+    raw.flush().await;
+    loop {
+        let frame = raw.next().await.expect("the response");
+        if frame.kind == 0x0 {
+            break;
+        }
+    }
+    // From now on the client reads a trickle; then its PUSH_PROMISE is a connection
+    // error, and the connection has only its queue left to flush.
+    trickle.store(true, Ordering::Relaxed);
+    raw.frame(0x5, 0x4, 1, &[0, 0, 0, 2]);
+    raw.flush().await;
+    let drain = tokio::spawn(async move { while raw.next().await.is_some() {} });
+    // A bound, not a synchronisation: tens of KiB at 50 octets a second take minutes.
+    tokio::time::timeout(std::time::Duration::from_secs(20), served)
+        .await
+        .expect("a closing connection was held open by a trickling reader")
+        .unwrap();
+    drain.await.unwrap();
+}

@@ -49,7 +49,10 @@ pub struct H2Config {
     /// closed after this long.
     pub zero_window_timeout: Duration,
     /// A connection with octets to send that the peer takes none of for this long is
-    /// dropped without waiting for them (a peer that stopped reading its socket).
+    /// dropped without waiting for them (a peer that stopped reading its socket); a
+    /// connection with nothing left but to flush (closing, or gone away with every
+    /// stream done) gets no more than this from its last progress, however slowly the
+    /// peer keeps reading.
     pub write_timeout: Duration,
 }
 

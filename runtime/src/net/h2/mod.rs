@@ -450,9 +450,13 @@ where
         // whatever is still queued is what it would not take).
         let written = self.queue.total_written();
         let wrote = std::mem::replace(&mut self.last_written, written) != written;
+        // Once only the flush is left (closing, or gone away with every stream done), write
+        // progress no longer restarts the clock: a peer trickling its reads cannot hold a
+        // closing connection open past the write timeout.
+        let flushing_only = self.closing != Closing::No || self.conn.is_done();
         if self.queue.is_empty() {
             self.write_stuck = None;
-        } else if wrote || self.write_stuck.is_none() {
+        } else if (wrote && !flushing_only) || self.write_stuck.is_none() {
             self.write_stuck = Some(Instant::now());
         }
         let limit = match wait {
