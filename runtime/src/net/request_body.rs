@@ -302,3 +302,40 @@ impl Body for RequestBody {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inbox_whose_chunk_queue_grew_is_not_pooled() {
+        let mut pool = InboxPool::new(Arc::new(ConnStats::default()));
+        let small = pool.rent();
+        small.push(Bytes::from_static(&[1; COPY_BELOW]), true);
+        pool.give_back(small, BodyGone::PeerGone);
+        assert_eq!(pool.free.len(), 1, "an ordinary inbox is kept");
+        let big = pool.rent();
+        for _ in 0..=MAX_POOLED_CHUNKS {
+            big.push(Bytes::from_static(&[2; COPY_BELOW]), false);
+        }
+        pool.give_back(big, BodyGone::PeerGone);
+        assert!(
+            pool.free.is_empty(),
+            "an inbox with a grown chunk queue is dropped"
+        );
+    }
+
+    #[test]
+    fn small_chunks_are_coalesced_in_order_with_large_ones() {
+        let inbox = Inbox::new(Arc::new(ConnStats::default()));
+        inbox.push(Bytes::from_static(b"a"), false);
+        inbox.push(Bytes::from_static(b"b"), false);
+        inbox.push(Bytes::from_static(&[b'c'; COPY_BELOW]), false);
+        inbox.push(Bytes::from_static(b"d"), true);
+        let mut state = inbox.lock();
+        assert_eq!(state.pop().unwrap(), &b"ab"[..]);
+        assert_eq!(state.pop().unwrap().len(), COPY_BELOW);
+        assert_eq!(state.pop().unwrap(), &b"d"[..]);
+        assert!(state.pop().is_none());
+    }
+}
