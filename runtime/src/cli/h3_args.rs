@@ -36,19 +36,28 @@ pub struct H3Args {
 
     /// Largest request head in octets (SETTINGS_MAX_FIELD_SECTION_SIZE); larger
     /// requests are answered 431.
-    #[arg(long, default_value_t = defaults().max_field_section_size)]
+    #[arg(long, default_value_t = defaults().max_field_section_size,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_SECTION_OR_TABLE))]
     pub h3_max_field_section_size: u64,
 
     /// QPACK dynamic table in octets a client may make wedge keep per connection
     /// (SETTINGS_QPACK_MAX_TABLE_CAPACITY); 0 turns the dynamic table off.
-    #[arg(long, default_value_t = defaults().qpack_max_table_capacity)]
+    #[arg(long, default_value_t = defaults().qpack_max_table_capacity,
+          value_parser = clap::value_parser!(u64).range(0..=MAX_SECTION_OR_TABLE))]
     pub h3_qpack_max_table_capacity: u64,
 
     /// Request streams that may wait at once for QPACK entries still on their way
     /// (SETTINGS_QPACK_BLOCKED_STREAMS).
-    #[arg(long, default_value_t = defaults().qpack_blocked_streams)]
+    #[arg(long, default_value_t = defaults().qpack_blocked_streams,
+          value_parser = clap::value_parser!(u64).range(0..=MAX_BLOCKED_STREAMS))]
     pub h3_qpack_blocked_streams: u64,
 }
+
+/// Far above any real need, and far below where the wire's 62-bit integers or the
+/// core's size arithmetic could overflow.
+const MAX_SECTION_OR_TABLE: u64 = 16 * 1024 * 1024;
+/// Blocked streams cannot usefully exceed the streams a connection may open.
+const MAX_BLOCKED_STREAMS: u64 = 65_536;
 
 impl H3Args {
     /// The engine configuration these flags describe, or `None` with `--no-h3`.
@@ -109,6 +118,18 @@ mod tests {
                 qpack_blocked_streams: 16,
             })
         );
+    }
+
+    #[test]
+    fn sizes_that_could_overflow_are_refused() {
+        for flag in [
+            "--h3-max-field-section-size=4611686018427387904",
+            "--h3-max-field-section-size=0",
+            "--h3-qpack-max-table-capacity=4611686018427387904",
+            "--h3-qpack-blocked-streams=4611686018427387904",
+        ] {
+            assert!(Cli::try_parse_from(["wedge", flag]).is_err(), "{flag}");
+        }
     }
 
     #[test]
