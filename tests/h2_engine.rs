@@ -989,3 +989,16 @@ async fn a_closing_connection_is_not_held_open_by_a_trickling_reader() {
         .unwrap();
     drain.await.unwrap();
 }
+
+#[tokio::test]
+async fn an_unbounded_stream_limit_still_serves() {
+    let config = H2Config {
+        max_concurrent_streams: u32::MAX,
+        ..H2Config::default()
+    };
+    let (mut raw, _wire, _shutdown) = pipe(native(|_, _| text(b"hi")), config);
+    handshake(&mut raw).await;
+    raw.get(1, "/");
+    raw.flush().await;
+    raw.response_end(1).await;
+}

@@ -170,7 +170,8 @@ where
             read_buf: BytesMut::with_capacity(READ_CHUNK),
             events: Vec::new(),
             queue,
-            slots: Vec::with_capacity(config.max_concurrent_streams as usize),
+            // Preallocated up to a point: a huge limit must not be a huge allocation.
+            slots: Vec::with_capacity((config.max_concurrent_streams as usize).min(256)),
             bodies: InboxPool::new(stats.clone()),
             stats,
             shutdown: Some(Box::pin(async move {

@@ -162,7 +162,8 @@ impl Connection {
             // The table starts at the RFC's 4096 until the peer acknowledges ours.
             decoder: Decoder::new(4096, config.max_header_list_size as usize),
             encoder: Encoder::default(),
-            streams: Streams::with_capacity(config.max_concurrent_streams as usize),
+            // Preallocated up to a point: a huge limit must not be a huge allocation.
+            streams: Streams::with_capacity((config.max_concurrent_streams as usize).min(256)),
             recently_reset: ClosedRing::for_streams(config.max_concurrent_streams),
             recently_closed: ClosedRing::for_streams(config.max_concurrent_streams),
             pool: HeadPool::default(),

@@ -1229,3 +1229,13 @@ fn out_of_range_limits_are_clamped_to_what_the_rfc_allows() {
         }
     }
 }
+
+#[test]
+fn an_unbounded_stream_limit_preallocates_a_bounded_table() {
+    let mut peer = Peer::with(ConnConfig {
+        max_concurrent_streams: u32::MAX,
+        ..ConnConfig::default()
+    });
+    peer.get(1, &[], EH | ES);
+    assert_eq!(peer.requests().len(), 1);
+}
