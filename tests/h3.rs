@@ -541,6 +541,28 @@ async fn a_malformed_request_is_reset_with_h3_message_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_that_never_completes_is_reset_with_h3_request_incomplete() {
+    let server = start("hello", &["--h3-header-read-timeout", "300ms"]);
+    let quic = server.connect_quic().await;
+    // A HEADERS frame announcing 50 octets of field section, of which 3 ever arrive.
+    let (mut send, mut recv) = quic.open_bi().await.unwrap();
+    send.write_all(&[0x01, 50, 0x00, 0x00, 0xd1]).await.unwrap();
+    // Bounded: without the header-read timeout this waits forever.
+    let read = tokio::time::timeout(Duration::from_secs(60), recv.read_to_end(1 << 20))
+        .await
+        .expect("the stream was never reset");
+    match read {
+        Err(quinn::ReadToEndError::Read(quinn::ReadError::Reset(code))) => {
+            assert_eq!(code.into_inner(), 0x10d, "H3_REQUEST_INCOMPLETE")
+        }
+        other => panic!("expected a reset, got {other:?}"),
+    }
+    // Only that stream: the connection still serves.
+    let answer = exchange_by_hand(&quic, &GET_SLASH).await;
+    assert!(answer.windows(14).any(|w| w == b"Hello, world!\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_control_stream_without_settings_first_closes_with_h3_missing_settings() {
     let server = start("hello", &[]);
     let quic = server.connect_quic().await;

@@ -24,6 +24,11 @@ pub struct H3Args {
     #[arg(long, default_value_t = defaults().idle_timeout.into())]
     pub h3_idle_timeout: humantime::Duration,
 
+    /// A request head not whole this long after its stream opened is reset
+    /// (H3_REQUEST_INCOMPLETE): slowloris.
+    #[arg(long, default_value_t = defaults().header_read_timeout.into())]
+    pub h3_header_read_timeout: humantime::Duration,
+
     /// Request body octets buffered per stream for a guest that has not read them
     /// (QUIC stream receive window).
     #[arg(long, default_value_t = defaults().stream_receive_window)]
@@ -65,6 +70,7 @@ impl H3Args {
         (!self.no_h3).then(|| H3Config {
             max_concurrent_streams: self.h3_max_concurrent_streams,
             idle_timeout: self.h3_idle_timeout.into(),
+            header_read_timeout: self.h3_header_read_timeout.into(),
             stream_receive_window: self.h3_stream_receive_window,
             connection_receive_window: self.h3_connection_receive_window,
             max_field_section_size: self.h3_max_field_section_size,
@@ -100,6 +106,7 @@ mod tests {
             "wedge",
             "--h3-max-concurrent-streams=7",
             "--h3-idle-timeout=5s",
+            "--h3-header-read-timeout=2s",
             "--h3-stream-receive-window=65536",
             "--h3-connection-receive-window=1048576",
             "--h3-max-field-section-size=1000",
@@ -111,6 +118,7 @@ mod tests {
             Some(H3Config {
                 max_concurrent_streams: 7,
                 idle_timeout: Duration::from_secs(5),
+                header_read_timeout: Duration::from_secs(2),
                 stream_receive_window: 65536,
                 connection_receive_window: 1048576,
                 max_field_section_size: 1000,

@@ -22,6 +22,10 @@ pub struct H3Config {
     pub max_concurrent_streams: u32,
     /// A connection that carries nothing for this long is closed (QUIC idle timeout).
     pub idle_timeout: Duration,
+    /// A request stream whose head is not whole this long after it opened is reset
+    /// with H3_REQUEST_INCOMPLETE (slowloris; QUIC's idle timeout does not see it
+    /// while the client keeps the connection alive).
+    pub header_read_timeout: Duration,
     /// Request body octets quinn buffers per stream before the guest reads them (QUIC
     /// stream flow control): what one stream whose guest never reads can pin.
     pub stream_receive_window: u32,
@@ -45,6 +49,7 @@ impl Default for H3Config {
         H3Config {
             max_concurrent_streams: 100,
             idle_timeout: Duration::from_secs(30),
+            header_read_timeout: Duration::from_secs(30),
             stream_receive_window: 256 * 1024,
             connection_receive_window: 8 * 1024 * 1024,
             max_field_section_size: core.max_field_section_size,

@@ -20,6 +20,7 @@ use http::StatusCode;
 use quinn::{ReadError, RecvStream, SendStream, VarInt};
 use tokio::io::ReadBuf;
 use tokio::sync::watch;
+use tokio::time::{Instant, Sleep};
 use wedge_proto::h3::{Connection, ConnectionError, ErrorCode, Event, RequestHead};
 
 use super::H3Config;
@@ -70,6 +71,8 @@ enum Phase<H: Handler<RequestHead>> {
 
 struct RequestStream<H: Handler<RequestHead>> {
     id: u64,
+    /// When the client opened it: its head must be whole by `header_read_timeout`.
+    opened: Instant,
     /// `None` once the request ended, failed or was stopped.
     recv: Option<RecvStream>,
     send: SendStream,
@@ -140,6 +143,11 @@ struct Driver<H: Handler<RequestHead>> {
     shutdown: Option<Boxed<()>>,
     /// After GOAWAY: responses finished since, until the client acknowledged them.
     unacked: Option<Vec<Boxed<()>>>,
+    /// How long a request head may take to arrive whole (slowloris).
+    header_read_timeout: std::time::Duration,
+    /// Wakes the connection at the earliest head deadline; one per connection, reset
+    /// rather than reallocated.
+    head_timer: Pin<Box<Sleep>>,
 }
 
 /// The streams a client opens, one kind of them. One future per connection, whose
@@ -189,6 +197,8 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 let _ = shutdown.wait_for(|stop| *stop).await;
             })),
             unacked: None,
+            header_read_timeout: config.header_read_timeout,
+            head_timer: Box::pin(tokio::time::sleep(config.header_read_timeout)),
         }
     }
 
@@ -228,8 +238,39 @@ impl<H: Handler<RequestHead>> Driver<H> {
         progress |= self.control.poll_flush(&self.quic, cx);
         progress |= self.decoder.poll_flush(&self.quic, cx);
         progress |= self.poll_uni(cx)?;
+        progress |= self.poll_head_deadlines(cx);
         progress |= self.poll_requests(cx)?;
         Ok(progress)
+    }
+
+    /// Fails, with H3_REQUEST_INCOMPLETE, every request whose head is still not whole
+    /// after `header_read_timeout`, and arms the timer for the earliest one left.
+    fn poll_head_deadlines(&mut self, cx: &mut Context<'_>) -> bool {
+        let now = Instant::now();
+        let mut expired = false;
+        let mut earliest: Option<Instant> = None;
+        for stream in &mut self.requests {
+            if !matches!(stream.phase, Phase::Head) || stream.recv.is_none() {
+                continue;
+            }
+            // A timeout too long to represent never fires.
+            let Some(deadline) = stream.opened.checked_add(self.header_read_timeout) else {
+                continue;
+            };
+            if deadline <= now {
+                tracing::debug!("h3 stream {}: no whole request head in time", stream.id);
+                fail_stream(stream, ErrorCode::RequestIncomplete);
+                expired = true;
+            } else {
+                earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
+            }
+        }
+        if let Some(deadline) = earliest {
+            self.head_timer.as_mut().reset(deadline);
+            // Registers the wake-up; a deadline already passed is handled next pass.
+            expired |= self.head_timer.as_mut().poll(cx).is_ready();
+        }
+        expired
     }
 
     fn poll_shutdown(&mut self, cx: &mut Context<'_>) {
@@ -257,6 +298,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
             let (send, recv) = accepted.map_err(|_| End::Closed)?;
             self.requests.push(RequestStream {
                 id: recv.id().into(),
+                opened: Instant::now(),
                 recv: Some(recv),
                 send,
                 inbox: None,
