@@ -721,11 +721,6 @@ impl Connection {
         self.pool.give_back(head);
     }
 
-    /// Heads waiting in the pool.
-    pub fn pooled_heads(&self) -> usize {
-        self.pool.len()
-    }
-
     /// The handler read `n` octets of the stream's body: the stream window re-opens by
     /// that much (DESIGN 4.1), in updates of at least half a window so a reader of small
     /// chunks does not make a frame per chunk.
