@@ -3,3 +3,5 @@
 
 pub mod h2;
 pub mod h3;
+
+pub mod head;

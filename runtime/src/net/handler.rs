@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
-use wedge_proto::{h2, h3};
+use wedge_proto::h2;
 
 use super::request_body::RequestBody;
 use super::response_hook::ResponseHook;
@@ -26,30 +26,24 @@ pub trait RequestHeadView {
     fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])>;
 }
 
-macro_rules! head_view {
-    ($head:ty) => {
-        impl RequestHeadView for $head {
-            fn method(&self) -> &[u8] {
-                <$head>::method(self)
-            }
-            fn scheme(&self) -> &[u8] {
-                <$head>::scheme(self)
-            }
-            fn authority(&self) -> Option<&[u8]> {
-                <$head>::authority(self)
-            }
-            fn path(&self) -> &[u8] {
-                <$head>::path(self)
-            }
-            fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-                <$head>::fields(self)
-            }
-        }
-    };
+/// HTTP/2 and HTTP/3 decode into the same pooled head.
+impl RequestHeadView for wedge_proto::head::RequestHead {
+    fn method(&self) -> &[u8] {
+        wedge_proto::head::RequestHead::method(self)
+    }
+    fn scheme(&self) -> &[u8] {
+        wedge_proto::head::RequestHead::scheme(self)
+    }
+    fn authority(&self) -> Option<&[u8]> {
+        wedge_proto::head::RequestHead::authority(self)
+    }
+    fn path(&self) -> &[u8] {
+        wedge_proto::head::RequestHead::path(self)
+    }
+    fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        wedge_proto::head::RequestHead::fields(self)
+    }
 }
-
-head_view!(h2::conn::RequestHead);
-head_view!(h3::RequestHead);
 
 /// Answers requests whose heads are `Head`s (HTTP/2's unless said otherwise). `call`
 /// sees the pooled head only while it runs: whatever it needs later it copies, so the

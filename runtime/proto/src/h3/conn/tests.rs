@@ -742,7 +742,7 @@ fn a_reused_head_holds_nothing_of_the_request_before() {
     let Some(Event::Request { head, .. }) = events.drain(..).next() else {
         panic!("no request")
     };
-    let arena = head.arena_ptr();
+    let arena = head.arena.as_ptr();
     c.conn.give_back(head);
     // A GET that names its authority in host (RFC 9114 §4.3.1 allows either).
     let get = headers(&[
@@ -755,7 +755,7 @@ fn a_reused_head_holds_nothing_of_the_request_before() {
     let Some(Event::Request { head, .. }) = events.drain(..).next() else {
         panic!("no request")
     };
-    assert_eq!(head.arena_ptr(), arena, "the same head came back");
+    assert_eq!(head.arena.as_ptr(), arena, "the same head came back");
     assert_eq!(head.authority(), None, "no stale :authority");
     assert_eq!(head.content_length(), None, "no stale content-length");
     assert_eq!(head.path(), b"/b");
