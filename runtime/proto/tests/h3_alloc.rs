@@ -3,49 +3,13 @@
 //! its body handed out, the response head encoded, counted with a counting global
 //! allocator on this thread. Same pattern as `alloc.rs` for HTTP/2.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use wedge_proto::h3::conn::{Config, Connection, Event};
 use wedge_proto::h3::frame::{Setting, encode_data_head, encode_headers, encode_settings};
 use wedge_proto::h3::qpack::{DecoderInstruction, Encoder};
 
-struct Counting;
+mod counting_alloc;
 
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn count() {
-    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-}
-
-// SAFETY: forwards to the system allocator, only counting calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations() -> usize {
-    ALLOCATIONS.with(Cell::get)
-}
+use counting_alloc::allocations;
 
 /// What a driver keeps for a connection's whole life besides the core.
 struct Driver {
