@@ -1,6 +1,7 @@
 //! Sans-IO protocol cores: bytes in, events and bytes out. Nothing here does IO,
 //! spawns tasks or knows about wasm.
 
+pub mod budget;
 pub mod h2;
 pub mod h3;
 

@@ -4,33 +4,7 @@
 //! well-behaved peer never runs out however long the connection lives, and no clock is
 //! needed: the core stays deterministic.
 
-/// A count that suspicious frames spend and useful work refills, up to its limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Budget {
-    limit: u32,
-    left: u32,
-}
-
-impl Budget {
-    /// A full budget of `limit`.
-    pub fn new(limit: u32) -> Self {
-        Budget { limit, left: limit }
-    }
-
-    /// Spends one; `false` once nothing is left (the peer is answered ENHANCE_YOUR_CALM).
-    pub fn spend(&mut self) -> bool {
-        if self.left == 0 {
-            return false;
-        }
-        self.left -= 1;
-        true
-    }
-
-    /// Earns one back.
-    pub fn refill(&mut self) {
-        self.left = (self.left + 1).min(self.limit);
-    }
-}
+pub use crate::budget::Budget;
 
 /// The budgets of one connection.
 #[derive(Clone, Copy, Debug)]
@@ -59,23 +33,5 @@ impl Budgets {
     pub fn completed_stream(&mut self) {
         self.peer_resets.refill();
         self.server_resets.refill();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spends_down_to_zero_and_refills_to_the_limit() {
-        let mut b = Budget::new(2);
-        assert!(b.spend() && b.spend());
-        assert!(!b.spend());
-        b.refill();
-        assert!(b.spend());
-        for _ in 0..10 {
-            b.refill();
-        }
-        assert!(b.spend() && b.spend() && !b.spend());
     }
 }
