@@ -5,6 +5,8 @@
 
 use core::ops::Range;
 
+pub(crate) mod validate;
+
 /// At most this many heads wait in a connection's pool.
 pub const MAX_POOLED: usize = 32;
 /// A head whose header list grew past this many fields is not kept (a peer's thousands of

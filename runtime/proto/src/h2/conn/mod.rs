@@ -9,7 +9,6 @@ mod config;
 mod flow;
 mod pool;
 mod stream;
-mod validate;
 
 #[cfg(test)]
 mod tests;
@@ -29,8 +28,8 @@ use crate::h2::frame::{
 };
 use crate::h2::hpack::{Decoder, Encoder, FieldSink, HpackError};
 
+use crate::head::validate::{Discard, HeadSink, Rules, TrailerSink};
 use stream::{ClosedRing, Stream, Streams};
-use validate::{Discard, HeadSink, TrailerSink};
 
 /// What the peer's octets meant to the application.
 #[derive(Debug)]
@@ -489,7 +488,7 @@ impl Connection {
                 }
             }
             BlockUse::Trailers => {
-                let mut sink = TrailerSink::default();
+                let mut sink = TrailerSink::validate_only();
                 self.decode(fragment, &mut sink)?;
                 if !sink.finish() {
                     return self.stream_error(id, ErrorCode::ProtocolError, out, events);
@@ -535,7 +534,7 @@ impl Connection {
     ) -> Result<(), ErrorCode> {
         let id = block.stream;
         let mut head = self.pool.rent();
-        let mut sink = HeadSink::new(&mut head);
+        let mut sink = HeadSink::new(&mut head, Rules::H2);
         let fits = self.decode(fragment, &mut sink)?;
         let valid = sink.finish();
         self.budgets.productive_frame();

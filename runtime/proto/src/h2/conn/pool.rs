@@ -1,7 +1,6 @@
 //! A connection's pool of request heads (DESIGN 4.3); the head itself is
 //! [`crate::head::RequestHead`], shared with HTTP/3.
 
-pub(super) use crate::head::Pseudo;
 pub use crate::head::{MAX_POOLED, MAX_POOLED_ARENA, MAX_POOLED_FIELDS, RequestHead};
 
 /// A connection's pool of heads. Only the connection rents and returns: a head is owned
@@ -43,6 +42,7 @@ impl HeadPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::head::Pseudo;
 
     fn head_with(fields: usize, value_len: usize) -> RequestHead {
         let mut head = RequestHead::default();

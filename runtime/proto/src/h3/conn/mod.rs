@@ -29,7 +29,6 @@ mod control;
 mod pool;
 mod request;
 mod uni;
-mod validate;
 
 #[cfg(test)]
 mod tests;

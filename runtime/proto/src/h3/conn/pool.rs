@@ -5,7 +5,6 @@
 
 use crate::h3::frame::FrameReader;
 
-pub(super) use crate::head::Pseudo;
 pub use crate::head::{MAX_POOLED, MAX_POOLED_ARENA, MAX_POOLED_FIELDS, RequestHead};
 
 /// The receiving half of a request stream: where it is in the request (RFC 9114 §4.1)
@@ -113,6 +112,7 @@ fn keep<T>(pool: &mut Vec<T>, item: T) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::head::Pseudo;
 
     fn head_with(fields: usize, value_len: usize) -> RequestHead {
         let mut head = RequestHead::default();

@@ -2,11 +2,11 @@
 //! with unknown frames anywhere.
 
 use super::pool::{Phase, Pools, RequestHead, RequestStream};
-use super::validate::{HeadSink, TrailerSink};
 use super::{Connection, Event};
 use crate::h3::error::{ErrorCode, H3Error};
 use crate::h3::frame::{Frame, FrameType, Item};
 use crate::h3::qpack::{Decoder, QpackError, SectionStatus};
+use crate::head::validate::{HeadSink, Rules, TrailerSink};
 
 /// Slack over the field section limit for a HEADERS payload: a sane encoder's section is
 /// never longer than the fields it encodes (each line costs less than their 32 octets of
@@ -234,11 +234,11 @@ fn decode_section(
     let mut head = pools.rent_head();
     let is_head = phase == Phase::Head;
     let (decoded, valid) = if is_head {
-        let mut sink = HeadSink::new(&mut head);
+        let mut sink = HeadSink::new(&mut head, Rules::H3);
         let decoded = decoder.decode(id, section, &mut sink);
         (decoded, sink.finish())
     } else {
-        let mut sink = TrailerSink::new(&mut head);
+        let mut sink = TrailerSink::collect(&mut head);
         let decoded = decoder.decode(id, section, &mut sink);
         (decoded, sink.finish())
     };
