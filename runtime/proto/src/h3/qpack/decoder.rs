@@ -93,6 +93,11 @@ impl Decoder {
         let max_entries = (self.max_table_capacity / 32) as u64;
         let prefix = SectionPrefix::read(section, &mut pos, max_entries, self.table.insert_count())
             .map_err(failed)?;
+        if prefix.required_insert_count > 0 {
+            // Checked before the section may block: an inflated count must not hold a
+            // stream for inserts it never needed.
+            check_required_insert_count(section, pos, &prefix).map_err(failed)?;
+        }
         let was_blocked = self.blocked.iter().position(|&s| s == stream);
         if prefix.required_insert_count > self.table.insert_count() {
             if was_blocked.is_none() {
@@ -324,6 +329,63 @@ fn static_entry(index: usize) -> Result<(&'static [u8], &'static [u8]), QpackErr
         .get(index)
         .copied()
         .ok_or(QpackError::Decompression(Malformed::StaticIndex))
+}
+
+/// A section's Required Insert Count must be exactly one more than the largest absolute
+/// index its field lines reference (RFC 9204 §2.2.3 — the encoder sets it so, §4.5.1.1):
+/// a count larger than that, or a nonzero count with no dynamic reference at all, is
+/// QPACK_DECOMPRESSION_FAILED. A reference at or past the count is the usual
+/// [`Malformed::DynamicReference`]. Only walks the representations (no string is
+/// decoded, no entry looked up), so it runs before the section may block.
+fn check_required_insert_count(
+    section: &[u8],
+    mut pos: usize,
+    prefix: &SectionPrefix,
+) -> Result<(), Malformed> {
+    let base = prefix.base;
+    let relative = |index: usize| base.checked_sub(index as u64 + 1);
+    let post_base = |index: usize| base.checked_add(index as u64);
+    let mut largest: Option<u64> = None;
+    while pos < section.len() {
+        let first = section[pos];
+        let absolute = if first & 0x80 != 0 {
+            // Indexed Field Line (§4.5.2): static (T set) or dynamic.
+            let index = read_integer(section, &mut pos, 6)?;
+            if first & 0x40 != 0 {
+                continue;
+            }
+            relative(index)
+        } else if first & 0x40 != 0 {
+            // Literal Field Line with Name Reference (§4.5.4), then its value.
+            let index = read_integer(section, &mut pos, 4)?;
+            Literal::read(section, &mut pos, 7)?;
+            if first & 0x10 != 0 {
+                continue;
+            }
+            relative(index)
+        } else if first & 0x20 != 0 {
+            // Literal Field Line with Literal Name (§4.5.6): no reference.
+            Literal::read(section, &mut pos, 3)?;
+            Literal::read(section, &mut pos, 7)?;
+            continue;
+        } else if first & 0x10 != 0 {
+            // Indexed Field Line with Post-Base Index (§4.5.3).
+            post_base(read_integer(section, &mut pos, 4)?)
+        } else {
+            // Literal Field Line with Post-Base Name Reference (§4.5.5), then its value.
+            let index = read_integer(section, &mut pos, 3)?;
+            Literal::read(section, &mut pos, 7)?;
+            post_base(index)
+        };
+        let absolute = absolute
+            .filter(|&a| a < prefix.required_insert_count)
+            .ok_or(Malformed::DynamicReference)?;
+        largest = largest.max(Some(absolute));
+    }
+    match largest {
+        Some(a) if a + 1 == prefix.required_insert_count => Ok(()),
+        _ => Err(Malformed::RequiredInsertCount),
+    }
 }
 
 /// Checks a dynamic reference: only entries below the Required Insert Count, and not
@@ -606,10 +668,16 @@ mod tests {
             decode_on(&mut d, 16, &hex("0600 80")),
             Ok(fields(&[("custom-key", "custom-value2")]))
         );
-        // Relative 4 is entry 0, evicted.
+        // Required Insert Count 1, Base 1: relative 0 is entry 0, evicted.
+        assert_eq!(
+            decode_on(&mut d, 20, &hex("0200 80")),
+            Err(QpackError::Decompression(Malformed::DynamicReference))
+        );
+        // Naming entry 0 under Required Insert Count 5 is an inflated count, whatever
+        // became of the entry.
         assert_eq!(
             decode_on(&mut d, 20, &hex("0600 84")),
-            Err(QpackError::Decompression(Malformed::DynamicReference))
+            Err(QpackError::Decompression(Malformed::RequiredInsertCount))
         );
     }
 
@@ -634,6 +702,45 @@ mod tests {
         assert_eq!(
             decode_on(&mut d, 0, &hex("0200 40 0178")),
             Ok(fields(&[(":authority", "x")]))
+        );
+    }
+
+    /// RFC 9204 §2.2.3, §4.5.1.1: the Required Insert Count is the largest referenced
+    /// absolute index + 1, never more; an inflated one is QPACK_DECOMPRESSION_FAILED,
+    /// whether the table already holds that many entries or the section would block.
+    #[test]
+    fn an_inflated_required_insert_count_fails() {
+        let error = QpackError::Decompression(Malformed::RequiredInsertCount);
+        let inflated = Err(error);
+        let mut d = Decoder::new(DEFAULT_MAX_FIELD_SECTION_SIZE, 220, 1);
+        d.on_encoder_stream(&hex(
+            "3fbd01 c00f7777772e6578616d706c652e636f6d c10c2f73616d706c652f70617468",
+        ))
+        .unwrap();
+        // Two entries inserted. Required Insert Count 2 (encoded 3), Base 2: relative 0
+        // is entry 1, the largest reference: exact, decodes.
+        assert_eq!(
+            decode_on(&mut d, 0, &hex("0300 80")),
+            Ok(fields(&[(":path", "/sample/path")]))
+        );
+        // Count 2, but only entry 0 (relative 1) is referenced: one too many.
+        assert_eq!(decode_on(&mut d, 4, &hex("0300 81")), inflated);
+        // Count 2 and no dynamic reference at all (static :path /).
+        assert_eq!(decode_on(&mut d, 4, &hex("0300 c1")), inflated);
+        // Count 2, with the reference only in a literal's name.
+        assert_eq!(decode_on(&mut d, 4, &hex("0300 41 0178")), inflated);
+        let mut sink = |_: &[u8], _: &[u8]| panic!("must not decode");
+        // Count 3 (encoded 4), Base 3, referencing only entry 1 (relative 1): more than
+        // the table holds, so it would have blocked, waiting for an insert it never needs.
+        assert_eq!(d.decode(8, &hex("0400 81"), &mut sink), Err(error));
+        // The same with post-base references: Count 3, Base 1 (delta 1, sign bit),
+        // post-base 0 is entry 1.
+        assert_eq!(d.decode(8, &hex("0481 10"), &mut sink), Err(error));
+        assert!(d.blocked.is_empty(), "no stream was held");
+        // Honest counts still block and decode: Count 3, Base 3, relative 0 is entry 2.
+        assert_eq!(
+            d.decode(8, &hex("0400 80"), &mut sink),
+            Ok(SectionStatus::Blocked)
         );
     }
 
