@@ -7,8 +7,8 @@ mod support;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
@@ -218,27 +218,28 @@ async fn a_hundred_requests_share_one_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_handler_does_not_hold_up_another_stream() {
     let server = start("faults", &[]);
-    let requests = server.connect().await;
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let slow = {
-        let (mut requests, order) = (requests.clone(), order.clone());
-        tokio::spawn(async move {
-            let answer = get(&mut requests, "/sleep?ms=1500").await;
-            order.lock().unwrap().push("slow");
-            answer
-        })
-    };
-    let fast = {
-        let (mut requests, order) = (requests.clone(), order.clone());
-        tokio::spawn(async move {
-            let answer = get(&mut requests, "/stdout").await;
-            order.lock().unwrap().push("fast");
-            answer
-        })
-    };
-    assert_eq!(fast.await.unwrap().0, StatusCode::OK);
-    assert_eq!(slow.await.unwrap().1, b"slept 1500\n");
-    assert_eq!(*order.lock().unwrap(), ["fast", "slow"]);
+    let mut requests = server.connect().await;
+    // The slow request is on the server first, its handler parked on a 60 s timer: the
+    // guest logs before it sleeps. Its response is read on the side and must still be
+    // pending when the fast one has been answered; the 60 s are never awaited.
+    let mut slow = requests
+        .send_request(request("GET", "/sleep?ms=60000"))
+        .await
+        .unwrap();
+    slow.finish().await.unwrap();
+    let slow = tokio::spawn(async move { read_response(&mut slow).await });
+    tokio::task::block_in_place(|| server.server.wait_for_log("[faults] sleeping 60000 ms"));
+    let (status, body) = get(&mut requests, "/stdout").await;
+    assert_eq!(
+        (status, body.as_slice()),
+        (StatusCode::OK, &b"printed to stdout and stderr\n"[..])
+    );
+    assert!(
+        !slow.is_finished(),
+        "the parked request was answered before its 60 s: {:?}",
+        slow.await
+    );
+    slow.abort();
 }
 
 /// Uploads up to 8 MiB on `upload` in 64 KiB chunks, counting what quinn took.
@@ -259,10 +260,36 @@ fn upload_8_mib(
     (task, sent)
 }
 
-/// What a stalled upload may have handed to quinn: wedge's stream receive window
-/// (quinn's default, 1.25 MB) and the client's own send buffering, with room to spare,
-/// far below the 8 MiB it tries.
-const STALLED_UPLOAD_BOUND: usize = 3 * 1024 * 1024;
+/// What a stalled upload may have handed to quinn: wedge's stream receive window (256 KiB
+/// by default) and what the guest itself took before it stopped reading, with room to
+/// spare, far below the 8 MiB it tries.
+const STALLED_UPLOAD_BOUND: usize = 1024 * 1024;
+
+/// Round trips on `requests` (each answered by `round_trip`) until what `sent` counts has
+/// not grown for `STALLED_ROUND_TRIPS` of them in a row: the upload has stopped where
+/// the windows stop it, or run to its end. Bounded; returns the settled count.
+async fn settled_upload<F, Fut>(sent: &AtomicUsize, mut round_trip: F) -> usize
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    const STALLED_ROUND_TRIPS: usize = 10;
+    let mut last = sent.load(Ordering::Relaxed);
+    let mut unchanged = 0;
+    for _ in 0..1000 {
+        round_trip().await;
+        let now = sent.load(Ordering::Relaxed);
+        if now == last {
+            unchanged += 1;
+            if unchanged == STALLED_ROUND_TRIPS {
+                return now;
+            }
+        } else {
+            (last, unchanged) = (now, 0);
+        }
+    }
+    panic!("the upload never stopped growing: {last} octets sent");
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guest_that_never_reads_its_body_stalls_only_its_own_stream() {
@@ -276,14 +303,23 @@ async fn a_guest_that_never_reads_its_body_stalls_only_its_own_stream() {
         .unwrap();
     let (upload, _download) = stream.split();
     let (uploading, sent) = upload_8_mib(upload);
-    for _ in 0..20 {
-        let (status, _) = get(&mut requests, "/stdout").await;
-        assert_eq!(status, StatusCode::OK);
-    }
-    let sent = sent.load(Ordering::Relaxed);
+    // Other streams are served all along; the upload is read once it stopped growing.
+    let sent = settled_upload(&sent, || {
+        let mut requests = requests.clone();
+        async move {
+            let (status, _) = get(&mut requests, "/stdout").await;
+            assert_eq!(status, StatusCode::OK);
+        }
+    })
+    .await;
     assert!(
-        sent <= STALLED_UPLOAD_BOUND,
+        sent <= STALLED_UPLOAD_BOUND && !uploading.is_finished(),
         "{sent} octets went to a guest that reads nothing: read ahead of the guest"
+    );
+    // And it did start: the window lets 256 KiB through before anything is read.
+    assert!(
+        sent >= 128 * 1024,
+        "only {sent} octets sent: the upload never ran"
     );
     uploading.abort();
 }
@@ -458,10 +494,40 @@ fn ngtcp2_client_uses_the_qpack_dynamic_table_when_offered() {
     // way every request must be answered: nothing here depends on when.
     let (dir, printed) = gtlsclient(&server, &["-n", "20", "--delay-stream=100ms"]);
     assert_eq!(printed.matches(":status: 200").count(), 20, "{printed}");
+    // The client's QPACK encoder stream carried instructions past its type octet: it
+    // inserted entries, so the sections the server answered referenced its table.
+    assert!(
+        encoder_stream_octets(&printed) > 1,
+        "nghttp3 never used the dynamic table: {printed}"
+    );
     assert_eq!(
         std::fs::read(dir.join("index.html")).unwrap(),
         b"Hello, world!\n"
     );
+}
+
+/// How far gtlsclient wrote its QPACK encoder stream, from its frame log
+/// ("http: QPACK streams encoder=6 ..." and "frm tx ... STREAM(..) id=0x6 ... offset=1
+/// len=34"): 1 is the stream type alone.
+fn encoder_stream_octets(printed: &str) -> u64 {
+    let encoder = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("http: QPACK streams encoder="))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("gtlsclient names its QPACK encoder stream");
+    let id = format!(" id=0x{encoder} ");
+    let field = |line: &str, name: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    printed
+        .lines()
+        .filter(|l| l.contains(" frm tx ") && l.contains(" STREAM(") && l.contains(&id))
+        .map(|l| field(l, "offset=") + field(l, "len="))
+        .max()
+        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -637,14 +703,23 @@ async fn a_client_that_never_reads_its_echo_holds_back_only_its_own_upload() {
     // quinn, so the upload stops at quinn's stream window: what the server holds for
     // this stream is bounded by windows, not by the 8 MiB sent.
     let (uploading, sent) = upload_8_mib(upload);
-    for _ in 0..20 {
-        let (status, body) = exchange(&mut requests, "POST", "/", Some(b"ping".to_vec())).await;
-        assert_eq!((status, body), (StatusCode::OK, b"ping".to_vec()));
-    }
-    let sent = sent.load(Ordering::Relaxed);
+    // Other echoes flow all along; the upload is read once it stopped growing.
+    let sent = settled_upload(&sent, || {
+        let mut requests = requests.clone();
+        async move {
+            let (status, body) = exchange(&mut requests, "POST", "/", Some(b"ping".to_vec())).await;
+            assert_eq!((status, body), (StatusCode::OK, b"ping".to_vec()));
+        }
+    })
+    .await;
     assert!(
-        sent <= STALLED_UPLOAD_BOUND,
+        sent <= STALLED_UPLOAD_BOUND && !uploading.is_finished(),
         "{sent} octets were taken from a client that reads none of its echo"
+    );
+    // And it did start: the window lets 256 KiB through before anything is read.
+    assert!(
+        sent >= 128 * 1024,
+        "only {sent} octets sent: the upload never ran"
     );
     uploading.abort();
 }
