@@ -56,6 +56,23 @@ pub struct H3Args {
     #[arg(long, default_value_t = defaults().qpack_blocked_streams,
           value_parser = clap::value_parser!(u64).range(0..=MAX_BLOCKED_STREAMS))]
     pub h3_qpack_blocked_streams: u64,
+
+    /// Requests with a handler started that a client may cancel before their response
+    /// ended, earned back per completed response; past it the connection closes with
+    /// H3_EXCESSIVE_LOAD (rapid reset, CVE-2023-44487).
+    #[arg(long, default_value_t = defaults().peer_reset_budget)]
+    pub h3_peer_reset_budget: u32,
+
+    /// Requests already handed out that a client's frames may make wedge reset, earned
+    /// back per completed response; past it, H3_EXCESSIVE_LOAD (MadeYouReset,
+    /// CVE-2025-8671).
+    #[arg(long, default_value_t = defaults().server_reset_budget)]
+    pub h3_server_reset_budget: u32,
+
+    /// Empty DATA and reserved-type frames a client may send, earned back by requests
+    /// and body octets; past it, H3_EXCESSIVE_LOAD.
+    #[arg(long, default_value_t = defaults().empty_frame_flood_budget)]
+    pub h3_empty_frame_flood_budget: u32,
 }
 
 /// Far above any real need, and far below where the wire's 62-bit integers or the
@@ -76,6 +93,9 @@ impl H3Args {
             max_field_section_size: self.h3_max_field_section_size,
             qpack_max_table_capacity: self.h3_qpack_max_table_capacity,
             qpack_blocked_streams: self.h3_qpack_blocked_streams,
+            peer_reset_budget: self.h3_peer_reset_budget,
+            server_reset_budget: self.h3_server_reset_budget,
+            empty_frame_flood_budget: self.h3_empty_frame_flood_budget,
         })
     }
 }
@@ -112,6 +132,9 @@ mod tests {
             "--h3-max-field-section-size=1000",
             "--h3-qpack-max-table-capacity=4096",
             "--h3-qpack-blocked-streams=16",
+            "--h3-peer-reset-budget=5",
+            "--h3-server-reset-budget=6",
+            "--h3-empty-frame-flood-budget=7",
         ]);
         assert_eq!(
             cli.h3.to_config(),
@@ -124,6 +147,9 @@ mod tests {
                 max_field_section_size: 1000,
                 qpack_max_table_capacity: 4096,
                 qpack_blocked_streams: 16,
+                peer_reset_budget: 5,
+                server_reset_budget: 6,
+                empty_frame_flood_budget: 7,
             })
         );
     }

@@ -41,6 +41,19 @@ pub struct H3Config {
     /// SETTINGS_QPACK_BLOCKED_STREAMS: request streams that may wait on the client's
     /// QPACK encoder stream at once.
     pub qpack_blocked_streams: u64,
+    /// Requests with a handler started that a client may cancel (RESET_STREAM or
+    /// STOP_SENDING) before their response ended, earned back per completed response:
+    /// past it the connection closes with H3_EXCESSIVE_LOAD (rapid reset,
+    /// CVE-2023-44487).
+    pub peer_reset_budget: u32,
+    /// Requests already handed out that a client's frames may make us reset (a body
+    /// unlike its content-length, bad trailers), earned back per completed response:
+    /// past it, H3_EXCESSIVE_LOAD (MadeYouReset, CVE-2025-8671).
+    pub server_reset_budget: u32,
+    /// Frames that move nothing (empty DATA, reserved types) a client may send on its
+    /// request and control streams, earned back by request heads and body octets: past
+    /// it, H3_EXCESSIVE_LOAD.
+    pub empty_frame_flood_budget: u32,
 }
 
 impl Default for H3Config {
@@ -55,6 +68,9 @@ impl Default for H3Config {
             max_field_section_size: core.max_field_section_size,
             qpack_max_table_capacity: core.qpack_max_table_capacity,
             qpack_blocked_streams: core.qpack_blocked_streams,
+            peer_reset_budget: core.peer_reset_budget,
+            server_reset_budget: core.server_reset_budget,
+            empty_frame_flood_budget: core.empty_frame_flood_budget,
         }
     }
 }
@@ -66,6 +82,9 @@ impl H3Config {
             max_field_section_size: self.max_field_section_size,
             qpack_max_table_capacity: self.qpack_max_table_capacity,
             qpack_blocked_streams: self.qpack_blocked_streams,
+            peer_reset_budget: self.peer_reset_budget,
+            server_reset_budget: self.server_reset_budget,
+            empty_frame_flood_budget: self.empty_frame_flood_budget,
         }
     }
 

@@ -26,7 +26,7 @@ use wedge_proto::h3::{Connection, ConnectionError, ErrorCode, Event, RequestHead
 use super::H3Config;
 use super::own_stream::OwnStream;
 use super::quic_code;
-use super::response::Outgoing;
+use super::response::{Outgoing, Sent};
 use crate::net::handler::Handler;
 use crate::net::request_body::{BodyGone, ConnStats, Inbox, InboxPool, RequestBody};
 
@@ -83,6 +83,9 @@ struct RequestStream<H: Handler<RequestHead>> {
     /// Whether the client gave up on the response (STOP_SENDING): watched only once
     /// the handler has parked, so an answer that comes at once costs no watch.
     stopped: Option<Boxed<Result<Option<VarInt>, quinn::StoppedError>>>,
+    /// The client cancelled it after its handler started: counted once against the
+    /// peer reset budget (rapid reset).
+    cancelled: bool,
     phase: Phase<H>,
 }
 
@@ -304,6 +307,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 inbox: None,
                 held: None,
                 stopped: None,
+                cancelled: false,
                 phase: Phase::Head,
             });
             progress = true;
@@ -366,7 +370,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 progress = true;
                 continue;
             }
-            if self.respond(i, cx) {
+            if self.respond(i, cx)? {
                 let stream = self.requests.remove(i);
                 self.retire(stream, BodyGone::PeerGone);
                 progress = true;
@@ -406,6 +410,9 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 stream.recv = None;
                 if let Some(inbox) = &stream.inbox {
                     inbox.fail(BodyGone::Reset);
+                }
+                if stream.inbox.is_some() && !matches!(stream.phase, Phase::Head) {
+                    peer_cancelled(&mut self.core, stream)?;
                 }
                 self.reset(id)?;
                 Ok(true)
@@ -539,17 +546,23 @@ impl<H: Handler<RequestHead>> Driver<H> {
     }
 
     /// Polls a stream's handler and writes its response; `true` once it is over.
-    fn respond(&mut self, i: usize, cx: &mut Context<'_>) -> bool {
+    fn respond(&mut self, i: usize, cx: &mut Context<'_>) -> Result<bool, End> {
         let stream = &mut self.requests[i];
         let id = stream.id;
         if let Phase::Handling(future) = &mut stream.phase {
             let response = match catch_unwind(AssertUnwindSafe(|| Pin::new(future).poll(cx))) {
-                Ok(Poll::Pending) => return stream.poll_cancelled(cx),
+                Ok(Poll::Pending) => {
+                    if !stream.poll_cancelled(cx) {
+                        return Ok(false);
+                    }
+                    peer_cancelled(&mut self.core, stream)?;
+                    return Ok(true);
+                }
                 Ok(Poll::Ready(response)) => response,
                 Err(_) => {
                     tracing::error!("h3 stream {id}: the handler panicked");
                     fail_stream(stream, ErrorCode::InternalError);
-                    return true;
+                    return Ok(true);
                 }
             };
             let staged = self.send_buffer();
@@ -559,18 +572,26 @@ impl<H: Handler<RequestHead>> Driver<H> {
         let stream = &mut self.requests[i];
         let Phase::Sending(outgoing) = &mut stream.phase else {
             // Still reading its head.
-            return false;
+            return Ok(false);
         };
         let pumped = catch_unwind(AssertUnwindSafe(|| {
             outgoing.pump(&mut self.core, &mut stream.send, id, cx)
         }));
         match pumped {
-            Ok(Poll::Pending) => false,
-            Ok(Poll::Ready(())) => true,
+            Ok(Poll::Pending) => Ok(false),
+            Ok(Poll::Ready(Sent::Finished)) => {
+                self.core.response_completed();
+                Ok(true)
+            }
+            Ok(Poll::Ready(Sent::Stopped)) => {
+                peer_cancelled(&mut self.core, stream)?;
+                Ok(true)
+            }
+            Ok(Poll::Ready(Sent::Failed)) => Ok(true),
             Err(_) => {
                 tracing::error!("h3 stream {id}: the response body panicked");
                 fail_stream(stream, ErrorCode::InternalError);
-                true
+                Ok(true)
             }
         }
     }
@@ -670,6 +691,18 @@ fn fail_stream<H: Handler<RequestHead>>(stream: &mut RequestStream<H>, code: Err
     stream.held = None;
     let _ = stream.send.reset(quic_code(code));
     stream.phase = Phase::Head;
+}
+
+/// The client cancelled `stream` after its handler started: spends the peer reset
+/// budget, once per stream; past it, rapid reset closes the connection.
+fn peer_cancelled<H: Handler<RequestHead>>(
+    core: &mut Connection,
+    stream: &mut RequestStream<H>,
+) -> Result<(), End> {
+    if std::mem::replace(&mut stream.cancelled, true) {
+        return Ok(());
+    }
+    core.peer_cancelled().map_err(connection_error)
 }
 
 fn connection_error(err: ConnectionError) -> End {

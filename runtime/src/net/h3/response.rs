@@ -16,6 +16,17 @@ use wedge_proto::h3::{Connection, ErrorCode, frame};
 use super::quic_code;
 use crate::net::response_fields::fields;
 
+/// How a response's writing ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Sent {
+    /// Whole, and the stream finished.
+    Finished,
+    /// The client stopped the stream (STOP_SENDING) before the end.
+    Stopped,
+    /// It failed on our side, or the connection is gone.
+    Failed,
+}
+
 /// A response being written to its request stream.
 pub(super) struct Outgoing<B> {
     /// `None` once the body ended (or for a response with none).
@@ -74,15 +85,20 @@ where
         send: &mut SendStream,
         id: u64,
         cx: &mut Context<'_>,
-    ) -> Poll<()> {
+    ) -> Poll<Sent> {
         loop {
             if let Err(err) = ready!(self.flush(send, cx)) {
                 tracing::debug!("h3 stream {id}: the response could not be sent: {err}");
-                return Poll::Ready(());
+                return Poll::Ready(match err {
+                    WriteError::Stopped(_) => Sent::Stopped,
+                    _ => Sent::Failed,
+                });
             }
             let Some(body) = &mut self.body else {
-                let _ = send.finish();
-                return Poll::Ready(());
+                return Poll::Ready(match send.finish() {
+                    Ok(()) => Sent::Finished,
+                    Err(_) => Sent::Failed,
+                });
             };
             // Only now, with everything before it taken by quinn, is the next chunk
             // taken (DESIGN 4.1).
@@ -91,7 +107,7 @@ where
                 Some(Err(err)) => {
                     tracing::debug!("h3 stream {id}: response body failed: {err}");
                     let _ = send.reset(quic_code(ErrorCode::InternalError));
-                    return Poll::Ready(());
+                    return Poll::Ready(Sent::Failed);
                 }
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => {

@@ -57,7 +57,12 @@ impl Connection {
                         | FrameType::Http2Only(_) => {
                             return Err(conn(ErrorCode::FrameUnexpected));
                         }
-                        FrameType::Unknown(_) => {}
+                        // Skipped (§9), but not for free: a flood of them moves nothing.
+                        FrameType::Unknown(_) => {
+                            if !self.empty_frames.spend() {
+                                return Err(conn(ErrorCode::ExcessiveLoad));
+                            }
+                        }
                         _ if head.len > MAX_CONTROL_FRAME => {
                             return Err(conn(ErrorCode::ExcessiveLoad));
                         }

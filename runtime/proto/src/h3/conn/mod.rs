@@ -37,6 +37,7 @@ use core::ops::Range;
 
 pub use pool::{MAX_POOLED, MAX_POOLED_ARENA, MAX_POOLED_FIELDS, RequestHead};
 
+use crate::budget::Budget;
 use crate::h3::error::{ErrorCode, H3Error};
 use crate::h3::frame::{self, Setting};
 use crate::h3::qpack::{self, DEFAULT_MAX_FIELD_SECTION_SIZE};
@@ -58,6 +59,19 @@ pub struct Config {
     /// SETTINGS_QPACK_BLOCKED_STREAMS: request streams that may wait for the client's
     /// encoder stream at once, each holding one field section.
     pub qpack_blocked_streams: u64,
+    /// Requests whose handler had started that the client cancelled (RESET_STREAM or
+    /// STOP_SENDING, see [`Connection::peer_cancelled`]) before their response ended:
+    /// rapid reset (CVE-2023-44487). Earned back per completed response; past it the
+    /// connection fails with H3_EXCESSIVE_LOAD.
+    pub peer_reset_budget: u32,
+    /// Streams whose request had been handed out that the client's frames made us reset
+    /// (content-length mismatch, bad trailers): MadeYouReset (CVE-2025-8671). Earned
+    /// back per completed response; past it, H3_EXCESSIVE_LOAD.
+    pub server_reset_budget: u32,
+    /// Frames that move nothing (empty DATA, reserved or unknown types) on request and
+    /// control streams. Earned back by request heads and body octets; past it,
+    /// H3_EXCESSIVE_LOAD.
+    pub empty_frame_flood_budget: u32,
 }
 
 impl Default for Config {
@@ -67,6 +81,9 @@ impl Default for Config {
             max_field_section_size: DEFAULT_MAX_FIELD_SECTION_SIZE as u64,
             qpack_max_table_capacity: 0,
             qpack_blocked_streams: 0,
+            peer_reset_budget: 200,
+            server_reset_budget: 100,
+            empty_frame_flood_budget: 100,
         }
     }
 }
@@ -198,6 +215,10 @@ pub struct Connection {
     section: Vec<u8>,
     /// Our QPACK decoder stream's type went out.
     decoder_stream_open: bool,
+    /// See the `Config` fields of the same names.
+    peer_resets: Budget,
+    server_resets: Budget,
+    empty_frames: Budget,
 }
 
 fn saturating_usize(value: u64) -> usize {
@@ -229,6 +250,9 @@ impl Connection {
             peer_max_field_section_size: u64::MAX,
             section: Vec::new(),
             decoder_stream_open: false,
+            peer_resets: Budget::new(config.peer_reset_budget),
+            server_resets: Budget::new(config.server_reset_budget),
+            empty_frames: Budget::new(config.empty_frame_flood_budget),
         }
     }
 
@@ -310,6 +334,27 @@ impl Connection {
             None => Ok(()),
         };
         self.check(result)
+    }
+
+    /// The client cancelled a request whose handler had started before its response
+    /// ended (RESET_STREAM on the request, or STOP_SENDING on the response): call it once
+    /// per such stream. Past `peer_reset_budget` this is rapid reset (CVE-2023-44487) and
+    /// the connection fails with H3_EXCESSIVE_LOAD.
+    pub fn peer_cancelled(&mut self) -> Result<(), ConnectionError> {
+        if let Some(code) = self.failed {
+            return Err(ConnectionError(code));
+        }
+        let result = match self.peer_resets.spend() {
+            true => Ok(()),
+            false => Err(H3Error::Connection(ErrorCode::ExcessiveLoad)),
+        };
+        self.check(result)
+    }
+
+    /// A response went out whole: the reset budgets earn one back.
+    pub fn response_completed(&mut self) {
+        self.peer_resets.refill();
+        self.server_resets.refill();
     }
 
     /// Starts a graceful shutdown (§5.2): appends a GOAWAY to our control stream's bytes.

@@ -123,7 +123,14 @@ impl Connection {
             Ok(Outcome::Open) => return Ok(()),
             Ok(Outcome::Ended) => Event::End { stream: id },
             Ok(Outcome::HeadTooLarge) => Event::HeadTooLarge { stream: id },
-            Err(H3Error::Stream(code)) => Event::StreamError { stream: id, code },
+            Err(H3Error::Stream(code)) => {
+                // Resetting a request already handed out is work the client made us do
+                // and throw away: MadeYouReset (CVE-2025-8671).
+                if self.requests[index].phase != Phase::Head && !self.server_resets.spend() {
+                    return Err(H3Error::Connection(ErrorCode::ExcessiveLoad));
+                }
+                Event::StreamError { stream: id, code }
+            }
             Err(e) => return Err(e),
         };
         if !matches!(last, Event::End { .. }) {
@@ -155,6 +162,15 @@ impl Connection {
                         return Err(H3Error::Connection(ErrorCode::FrameUnexpected));
                     }
                     (FrameType::Data, Phase::Body) => {
+                        // An empty DATA frame moves nothing: a flood of them is work
+                        // for us alone.
+                        if head.len == 0 {
+                            if !self.empty_frames.spend() {
+                                return Err(H3Error::Connection(ErrorCode::ExcessiveLoad));
+                            }
+                        } else {
+                            self.empty_frames.refill();
+                        }
                         stream.received = stream.received.saturating_add(head.len);
                         // More body than declared is malformed as soon as it is announced.
                         if stream
@@ -171,7 +187,13 @@ impl Connection {
                     (FrameType::Headers, _) if head.len > max_section => {
                         return Err(H3Error::Stream(ErrorCode::ExcessiveLoad));
                     }
-                    (FrameType::Headers | FrameType::Unknown(_), _) => {}
+                    // Reserved and unknown frames are skipped (§9), but not for free.
+                    (FrameType::Unknown(_), _) => {
+                        if !self.empty_frames.spend() {
+                            return Err(H3Error::Connection(ErrorCode::ExcessiveLoad));
+                        }
+                    }
+                    (FrameType::Headers, _) => {}
                     // Control frames, PUSH_PROMISE from a client, HTTP/2 types (§7.2).
                     _ => return Err(H3Error::Connection(ErrorCode::FrameUnexpected)),
                 },
@@ -184,7 +206,10 @@ impl Connection {
                         stream.phase,
                         section,
                     )? {
-                        Section::Ready(head) => deliver(stream, head, events),
+                        Section::Ready(head) => {
+                            self.empty_frames.refill();
+                            deliver(stream, head, events)
+                        }
                         Section::Blocked => {
                             // Kept, and the rest of the input left to the driver.
                             stream.blocked_section.extend_from_slice(section);

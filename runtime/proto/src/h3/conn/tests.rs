@@ -1009,3 +1009,130 @@ fn unblocking_many_streams_at_once() {
     assert_eq!(c.seen[6..], ["end 0", "end 4", "end 8"]);
     assert!(c.conn.requests.is_empty());
 }
+
+// --- Budgets (DESIGN 4.5) ---
+
+fn with_budgets(peer: u32, server: u32, empty: u32) -> Client {
+    let mut c = Client {
+        conn: Connection::new(Config {
+            peer_reset_budget: peer,
+            server_reset_budget: server,
+            empty_frame_flood_budget: empty,
+            ..Config::default()
+        }),
+        seen: Vec::new(),
+    };
+    c.send(CONTROL_ID, &client_control(), false).unwrap();
+    c
+}
+
+#[test]
+fn rapid_reset_exhausts_the_peer_reset_budget() {
+    let mut c = with_budgets(3, 100, 100);
+    for _ in 0..3 {
+        assert_eq!(c.conn.peer_cancelled(), Ok(()));
+    }
+    assert_eq!(
+        c.conn.peer_cancelled(),
+        connection_error(ErrorCode::ExcessiveLoad)
+    );
+    // Failed for good.
+    assert_eq!(
+        c.send(0, &headers(&GET), true),
+        connection_error(ErrorCode::ExcessiveLoad)
+    );
+}
+
+#[test]
+fn completed_responses_earn_the_reset_budgets_back() {
+    let mut c = with_budgets(2, 100, 100);
+    for _ in 0..50 {
+        assert_eq!(c.conn.peer_cancelled(), Ok(()));
+        c.conn.response_completed();
+    }
+    assert_eq!(c.conn.peer_cancelled(), Ok(()));
+    assert_eq!(c.conn.peer_cancelled(), Ok(()));
+    assert!(c.conn.peer_cancelled().is_err());
+}
+
+/// A POST declaring 1 octet of body, then 2: reset after the request was handed out.
+fn made_you_reset(c: &mut Client, id: u64) -> Result<(), ConnectionError> {
+    let mut wire = headers(&[
+        (":method", "POST"),
+        (":scheme", "https"),
+        (":authority", "example.com"),
+        (":path", "/"),
+        ("content-length", "1"),
+    ]);
+    wire.extend_from_slice(&data(b"xy"));
+    c.send(id, &wire, true)
+}
+
+#[test]
+fn made_you_reset_exhausts_the_server_reset_budget() {
+    let mut c = with_budgets(100, 3, 100);
+    for i in 0..3 {
+        assert_eq!(made_you_reset(&mut c, 4 * i), Ok(()));
+    }
+    assert_eq!(
+        made_you_reset(&mut c, 12),
+        connection_error(ErrorCode::ExcessiveLoad)
+    );
+}
+
+#[test]
+fn a_malformed_head_spends_no_server_reset_budget() {
+    let mut c = with_budgets(100, 1, 100);
+    for i in 0..5 {
+        assert_eq!(c.send(4 * i, &headers(&[(":method", "GET")]), true), Ok(()));
+    }
+    assert_eq!(made_you_reset(&mut c, 20), Ok(()));
+    c.conn.response_completed();
+    assert_eq!(made_you_reset(&mut c, 24), Ok(()));
+}
+
+#[test]
+fn empty_data_floods_exhaust_their_budget() {
+    let mut c = with_budgets(100, 100, 10);
+    c.send(0, &headers(&GET), false).unwrap();
+    let empty = data(b"");
+    for _ in 0..10 {
+        assert_eq!(c.send(0, &empty, false), Ok(()));
+    }
+    assert_eq!(
+        c.send(0, &empty, false),
+        connection_error(ErrorCode::ExcessiveLoad)
+    );
+}
+
+#[test]
+fn unknown_frame_floods_exhaust_their_budget_on_request_and_control_streams() {
+    for stream in [0, CONTROL_ID] {
+        let mut c = with_budgets(100, 100, 10);
+        let grease = frame_of(0x21, b"");
+        for _ in 0..10 {
+            assert_eq!(c.send(stream, &grease, false), Ok(()));
+        }
+        assert_eq!(
+            c.send(stream, &grease, false),
+            connection_error(ErrorCode::ExcessiveLoad),
+            "on stream {stream}"
+        );
+    }
+}
+
+#[test]
+fn body_octets_and_requests_earn_the_empty_frame_budget_back() {
+    let mut c = with_budgets(100, 100, 2);
+    c.send(0, &headers(&GET), false).unwrap();
+    for _ in 0..50 {
+        assert_eq!(c.send(0, &data(b""), false), Ok(()));
+        assert_eq!(c.send(0, &data(b"x"), false), Ok(()));
+    }
+    // A grease frame before each request head, as some clients send.
+    for i in 1..50 {
+        let mut wire = frame_of(0x21, b"");
+        wire.extend_from_slice(&headers(&GET));
+        assert_eq!(c.send(4 * i, &wire, true), Ok(()));
+    }
+}

@@ -1,0 +1,187 @@
+//! Hostile HTTP/3 clients (DESIGN 4.5) against the real binary, speaking HTTP/3 by hand
+//! over a bare quinn connection: each attack ends the way its defence says.
+
+#![allow(dead_code)]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use quinn::crypto::rustls::QuicClientConfig;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use support::{Server, example, temp_dir};
+
+const H3_EXCESSIVE_LOAD: u64 = 0x107;
+
+/// A server with its data directory (where its development certificate is).
+struct H3Server {
+    server: Server,
+    data_dir: PathBuf,
+}
+
+fn start(example_name: &str, args: &[&str]) -> H3Server {
+    let data_dir = temp_dir("h3-attacks");
+    let server = Server::start_in(&example(example_name), args, &data_dir);
+    H3Server { server, data_dir }
+}
+
+impl H3Server {
+    fn addr(&self) -> SocketAddr {
+        let tls = self.server.tls_url.as_ref().expect("a TLS listener");
+        tls.trim_start_matches("https://").parse().unwrap()
+    }
+
+    /// A bare QUIC connection with ALPN h3, trusting only the dev certificate.
+    async fn connect_quic(&self) -> quinn::Connection {
+        let pem = self.data_dir.join("tls/dev-cert.pem");
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        endpoint.set_default_client_config(client_config(&pem));
+        endpoint
+            .connect(self.addr(), "localhost")
+            .unwrap()
+            .await
+            .expect("QUIC handshake")
+    }
+}
+
+fn client_config(ca: &Path) -> quinn::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()));
+    let mut transport = quinn::TransportConfig::default();
+    transport.keep_alive_interval(Some(Duration::from_secs(5)));
+    config.transport_config(Arc::new(transport));
+    config
+}
+
+/// A field section (no dynamic table) for GET or POST `path` on localhost, with a
+/// content-length if given.
+fn section(post: bool, path: &str, content_length: Option<&str>) -> Vec<u8> {
+    // Required insert count 0, base 0; :method from the static table (17 GET, 20 POST),
+    // :scheme https (23).
+    let mut out = vec![0x00, 0x00, if post { 0xd4 } else { 0xd1 }, 0xd7];
+    // :path (static name 1), literal value.
+    assert!(path.len() < 127);
+    out.extend_from_slice(&[0x51, path.len() as u8]);
+    out.extend_from_slice(path.as_bytes());
+    // :authority (static name 0), literal value.
+    out.extend_from_slice(&[0x50, 0x09]);
+    out.extend_from_slice(b"localhost");
+    if let Some(len) = content_length {
+        // content-length (static name 4), literal value.
+        out.extend_from_slice(&[0x54, len.len() as u8]);
+        out.extend_from_slice(len.as_bytes());
+    }
+    out
+}
+
+/// A frame of type `ty` (below 64) carrying `payload` (below 16 KiB).
+fn frame(ty: u8, payload: &[u8]) -> Vec<u8> {
+    assert!(ty < 64);
+    let len = u16::try_from(payload.len()).unwrap();
+    assert!(len < 1 << 14, "a two-octet QUIC varint");
+    let mut out = vec![ty];
+    out.extend_from_slice(&(0x4000 | len).to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+fn headers(section: &[u8]) -> Vec<u8> {
+    frame(0x01, section)
+}
+
+/// The application error code the server closed the connection with.
+async fn closed_with(quic: &quinn::Connection) -> u64 {
+    // A bound, not a synchronisation: the server closes as soon as the budget is spent.
+    match tokio::time::timeout(Duration::from_secs(60), quic.closed()).await {
+        Ok(quinn::ConnectionError::ApplicationClosed(close)) => close.error_code.into_inner(),
+        other => panic!("expected an application close, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rapid_reset_closes_the_connection_with_h3_excessive_load() {
+    let server = start(
+        "faults",
+        &["--h3-peer-reset-budget", "3", "--wall-time", "15m"],
+    );
+    let quic = server.connect_quic().await;
+    let parked = headers(&section(false, "/sleep?ms=600000", None));
+    // Each request starts a guest that would sleep ten minutes; the client cancels it
+    // at once, freeing its stream for the next.
+    for _ in 0..20 {
+        let Ok((mut send, mut recv)) = quic.open_bi().await else {
+            break;
+        };
+        if send.write_all(&parked).await.is_err() {
+            break;
+        }
+        let _ = send.finish();
+        let _ = recv.stop(0x10c_u32.into());
+    }
+    assert_eq!(closed_with(&quic).await, H3_EXCESSIVE_LOAD);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_you_reset_closes_the_connection_with_h3_excessive_load() {
+    let server = start("echo", &["--h3-server-reset-budget", "3"]);
+    let quic = server.connect_quic().await;
+    // A POST declaring 1 octet of body, then a DATA frame of 2: the request was handed
+    // to the guest, and the client's own frame makes wedge reset it.
+    let mut wire = headers(&section(true, "/", Some("1")));
+    wire.extend_from_slice(&frame(0x00, b"xy"));
+    for _ in 0..20 {
+        let Ok((mut send, _recv)) = quic.open_bi().await else {
+            break;
+        };
+        if send.write_all(&wire).await.is_err() {
+            break;
+        }
+        let _ = send.finish();
+    }
+    assert_eq!(closed_with(&quic).await, H3_EXCESSIVE_LOAD);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_data_floods_close_the_connection_with_h3_excessive_load() {
+    let server = start("echo", &["--h3-empty-frame-flood-budget", "10"]);
+    let quic = server.connect_quic().await;
+    let (mut send, _recv) = quic.open_bi().await.unwrap();
+    send.write_all(&headers(&section(true, "/", None)))
+        .await
+        .unwrap();
+    let empty = frame(0x00, b"");
+    for _ in 0..50 {
+        if send.write_all(&empty).await.is_err() {
+            break;
+        }
+    }
+    assert_eq!(closed_with(&quic).await, H3_EXCESSIVE_LOAD);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserved_frame_floods_on_the_control_stream_close_with_h3_excessive_load() {
+    let server = start("hello", &["--h3-empty-frame-flood-budget", "10"]);
+    let quic = server.connect_quic().await;
+    let mut control = quic.open_uni().await.unwrap();
+    // Control stream type, an empty SETTINGS, then reserved frames (0x21, RFC 9114 §7.2.8).
+    let mut wire = vec![0x00, 0x04, 0x00];
+    for _ in 0..50 {
+        wire.extend_from_slice(&[0x21, 0x00]);
+    }
+    let _ = control.write_all(&wire).await;
+    assert_eq!(closed_with(&quic).await, H3_EXCESSIVE_LOAD);
+}
