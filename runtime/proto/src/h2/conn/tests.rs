@@ -572,6 +572,29 @@ fn stream_errors_reset_the_stream_with_the_rfc_code() {
             ErrorCode::ProtocolError,
         ),
         (
+            "CR LF in a pseudo-header value (RFC 9113 §8.2.1)",
+            |p| {
+                let block = p.block(&[
+                    (":method", "GET"),
+                    (":scheme", "http"),
+                    (":path", "/a\r\nx-injected: 1"),
+                ]);
+                p.send(&wire(HEADERS, EH | ES, 1, &block));
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "a host that disagrees with :authority (RFC 9113 §8.3.1)",
+            |p| {
+                p.get(
+                    1,
+                    &[(":authority", "a.example"), ("host", "b.example")],
+                    EH | ES,
+                )
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
             "no :path",
             |p| {
                 let block = p.block(&[(":method", "GET"), (":scheme", "http")]);
@@ -633,6 +656,23 @@ fn stream_errors_reset_the_stream_with_the_rfc_code() {
             Some((&b"x-after"[..], &b"1"[..]))
         );
     }
+}
+
+/// RFC 9113 §8.3.1 does not make a request without `:authority` or `host` malformed on
+/// HTTP/2 (HTTP/3 requires one), and a `host` that agrees with `:authority` is fine.
+#[test]
+fn h2_requests_may_name_their_authority_either_way_or_not_at_all() {
+    let mut peer = Peer::new();
+    peer.get(1, &[], EH | ES);
+    peer.get(3, &[("host", "a.example")], EH | ES);
+    peer.get(
+        5,
+        &[(":authority", "a.example"), ("host", "a.example")],
+        EH | ES,
+    );
+    assert_eq!(peer.result, Ok(()));
+    assert_eq!(peer.requests().len(), 3);
+    assert!(peer.sent().iter().all(|f| f.kind != RST));
 }
 
 #[test]
