@@ -572,6 +572,37 @@ async fn a_request_blocked_on_the_qpack_encoder_stream_is_answered_once_unblocke
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inflated_qpack_required_insert_count_closes_with_qpack_decompression_failed() {
+    let server = start(
+        "hello",
+        &[
+            "--h3-qpack-max-table-capacity",
+            "4096",
+            "--h3-qpack-blocked-streams",
+            "16",
+        ],
+    );
+    let quic = server.connect_quic().await;
+    let mut control = quic.open_uni().await.unwrap();
+    control.write_all(&[0x00, 0x04, 0x00]).await.unwrap();
+    // Required Insert Count 2 (encoded 3), Delta Base 0, but the one dynamic reference
+    // is relative index 1, entry 0: the count should be 1 (RFC 9204 §2.2.3, §4.5.1.1).
+    // The table is empty, so a decoder that did not check would park the stream,
+    // waiting for two inserts that never come.
+    let (mut request, _response) = quic.open_bi().await.unwrap();
+    let section = [0x03, 0x00, 0xd1, 0xd7, 0xc1, 0x81];
+    let mut headers = vec![0x01, section.len() as u8];
+    headers.extend_from_slice(&section);
+    request.write_all(&headers).await.unwrap();
+    request.finish().unwrap();
+    assert_eq!(
+        closed_with(&quic).await,
+        0x200,
+        "QPACK_DECOMPRESSION_FAILED"
+    );
+}
+
 /// The application error code the server closed the connection with.
 async fn closed_with(quic: &quinn::Connection) -> u64 {
     // A bound, not a synchronisation: the server closes at once.
