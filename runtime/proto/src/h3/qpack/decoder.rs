@@ -332,8 +332,8 @@ fn static_entry(index: usize) -> Result<(&'static [u8], &'static [u8]), QpackErr
 }
 
 /// A section's Required Insert Count must be exactly one more than the largest absolute
-/// index its field lines reference (RFC 9204 §2.2.3 — the encoder sets it so, §4.5.1.1):
-/// a count larger than that, or a nonzero count with no dynamic reference at all, is
+/// index its field lines reference (RFC 9204 §2.1.2, §4.5.1.1). A count larger than that
+/// (§2.2.1), or a nonzero count with no dynamic reference at all, is
 /// QPACK_DECOMPRESSION_FAILED. A reference at or past the count is the usual
 /// [`Malformed::DynamicReference`]. Only walks the representations (no string is
 /// decoded, no entry looked up), so it runs before the section may block.
@@ -705,8 +705,8 @@ mod tests {
         );
     }
 
-    /// RFC 9204 §2.2.3, §4.5.1.1: the Required Insert Count is the largest referenced
-    /// absolute index + 1, never more; an inflated one is QPACK_DECOMPRESSION_FAILED,
+    /// RFC 9204 §2.1.2, §2.2.1, §4.5.1.1: the Required Insert Count is the largest
+    /// referenced absolute index + 1, never more; an inflated one is QPACK_DECOMPRESSION_FAILED,
     /// whether the table already holds that many entries or the section would block.
     #[test]
     fn an_inflated_required_insert_count_fails() {
