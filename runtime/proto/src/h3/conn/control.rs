@@ -58,11 +58,10 @@ impl Connection {
                             return Err(conn(ErrorCode::FrameUnexpected));
                         }
                         // Skipped (§9), but not for free: a flood of them moves nothing.
-                        FrameType::Unknown(_) => {
-                            if !self.empty_frames.spend() {
-                                return Err(conn(ErrorCode::ExcessiveLoad));
-                            }
+                        FrameType::Unknown(_) if !self.empty_frames.spend() => {
+                            return Err(conn(ErrorCode::ExcessiveLoad));
                         }
+                        FrameType::Unknown(_) => {}
                         _ if head.len > MAX_CONTROL_FRAME => {
                             return Err(conn(ErrorCode::ExcessiveLoad));
                         }
