@@ -185,3 +185,16 @@ async fn reserved_frame_floods_on_the_control_stream_close_with_h3_excessive_loa
     let _ = control.write_all(&wire).await;
     assert_eq!(closed_with(&quic).await, H3_EXCESSIVE_LOAD);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_our_control_stream_closes_with_h3_closed_critical_stream() {
+    let server = start("hello", &[]);
+    let quic = server.connect_quic().await;
+    let mut ours = quic.accept_uni().await.unwrap();
+    // Our control stream: its type (0x00) arrives first.
+    let mut ty = [0xff];
+    ours.read_exact(&mut ty).await.unwrap();
+    assert_eq!(ty, [0x00], "a control stream");
+    ours.stop(0x100_u32.into()).unwrap();
+    assert_eq!(closed_with(&quic).await, 0x104, "H3_CLOSED_CRITICAL_STREAM");
+}

@@ -24,7 +24,7 @@ use tokio::time::{Instant, Sleep};
 use wedge_proto::h3::{Connection, ConnectionError, ErrorCode, Event, RequestHead};
 
 use super::H3Config;
-use super::own_stream::OwnStream;
+use super::own_stream::{ClosedCritical, OwnStream};
 use super::quic_code;
 use super::response::{Outgoing, Sent};
 use crate::net::handler::Handler;
@@ -238,8 +238,14 @@ impl<H: Handler<RequestHead>> Driver<H> {
     fn pass(&mut self, cx: &mut Context<'_>) -> Result<bool, End> {
         self.poll_shutdown(cx);
         let mut progress = self.poll_accept(cx)?;
-        progress |= self.control.poll_flush(&self.quic, cx);
-        progress |= self.decoder.poll_flush(&self.quic, cx);
+        progress |= self
+            .control
+            .poll_flush(&self.quic, cx)
+            .map_err(closed_critical)?;
+        progress |= self
+            .decoder
+            .poll_flush(&self.quic, cx)
+            .map_err(closed_critical)?;
         progress |= self.poll_uni(cx)?;
         progress |= self.poll_head_deadlines(cx);
         progress |= self.poll_requests(cx)?;
@@ -703,6 +709,11 @@ fn peer_cancelled<H: Handler<RequestHead>>(
         return Ok(());
     }
     core.peer_cancelled().map_err(connection_error)
+}
+
+fn closed_critical(_: ClosedCritical) -> End {
+    tracing::debug!("h3: the client closed one of our critical streams");
+    End::Error(ErrorCode::ClosedCriticalStream)
 }
 
 fn connection_error(err: ConnectionError) -> End {
