@@ -198,3 +198,22 @@ async fn stopping_our_control_stream_closes_with_h3_closed_critical_stream() {
     ours.stop(0x100_u32.into()).unwrap();
     assert_eq!(closed_with(&quic).await, 0x104, "H3_CLOSED_CRITICAL_STREAM");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_reset_before_its_head_is_answered_with_h3_request_cancelled() {
+    let server = start("hello", &[]);
+    let quic = server.connect_quic().await;
+    let (mut send, mut recv) = quic.open_bi().await.unwrap();
+    // A HEADERS frame announcing 50 octets, of which 3 arrive; then the client resets.
+    send.write_all(&[0x01, 50, 0x00, 0x00, 0xd1]).await.unwrap();
+    send.reset(0x10c_u32.into()).unwrap();
+    let read = tokio::time::timeout(Duration::from_secs(60), recv.read_to_end(1 << 20))
+        .await
+        .expect("the response stream was left open");
+    match read {
+        Err(quinn::ReadToEndError::Read(quinn::ReadError::Reset(code))) => {
+            assert_eq!(code.into_inner(), 0x10c, "H3_REQUEST_CANCELLED")
+        }
+        other => panic!("expected a reset, got {other:?}"),
+    }
+}

@@ -370,8 +370,11 @@ impl<H: Handler<RequestHead>> Driver<H> {
             };
             if stream.recv.is_none() && stream.held.is_none() && matches!(stream.phase, Phase::Head)
             {
-                // Failed, reset, or ended before its head: nothing to answer.
-                let stream = self.requests.remove(i);
+                // Failed, reset, or ended before its head: nothing to answer. Dropped
+                // as it is, quinn would finish the stream as if answered: reset it (a
+                // stream that failed keeps the code it was reset with).
+                let mut stream = self.requests.remove(i);
+                let _ = stream.send.reset(quic_code(ErrorCode::RequestCancelled));
                 self.retire(stream, BodyGone::Reset);
                 progress = true;
                 continue;
