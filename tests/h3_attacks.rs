@@ -37,9 +37,15 @@ impl H3Server {
 
     /// A bare QUIC connection with ALPN h3, trusting only the dev certificate.
     async fn connect_quic(&self) -> quinn::Connection {
+        self.connect_quic_with(None).await
+    }
+
+    /// The same; `stream_window` bounds what the server may send on a stream before
+    /// we read.
+    async fn connect_quic_with(&self, stream_window: Option<u32>) -> quinn::Connection {
         let pem = self.data_dir.join("tls/dev-cert.pem");
         let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-        endpoint.set_default_client_config(client_config(&pem));
+        endpoint.set_default_client_config(client_config(&pem, stream_window));
         endpoint
             .connect(self.addr(), "localhost")
             .unwrap()
@@ -48,7 +54,7 @@ impl H3Server {
     }
 }
 
-fn client_config(ca: &Path) -> quinn::ClientConfig {
+fn client_config(ca: &Path, stream_window: Option<u32>) -> quinn::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(ca).unwrap() {
         roots.add(cert.unwrap()).unwrap();
@@ -63,6 +69,9 @@ fn client_config(ca: &Path) -> quinn::ClientConfig {
     let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()));
     let mut transport = quinn::TransportConfig::default();
     transport.keep_alive_interval(Some(Duration::from_secs(5)));
+    if let Some(window) = stream_window {
+        transport.stream_receive_window(window.into());
+    }
     config.transport_config(Arc::new(transport));
     config
 }
@@ -216,4 +225,52 @@ async fn a_request_reset_before_its_head_is_answered_with_h3_request_cancelled()
         }
         other => panic!("expected a reset, got {other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_the_client_grants_no_credit_for_is_reset_with_h3_request_cancelled() {
+    let server = start("stream", &["--h3-zero-window-timeout", "300ms"]);
+    // 1 KiB of response may be in flight before we read; `stream` sends 8 KiB.
+    let quic = server.connect_quic_with(Some(1024)).await;
+    let (mut send, mut recv) = quic.open_bi().await.unwrap();
+    send.write_all(&headers(&section(false, "/", None)))
+        .await
+        .unwrap();
+    send.finish().unwrap();
+    // Never read (reading would grant credit): wait for the reset itself.
+    let reset = tokio::time::timeout(Duration::from_secs(60), recv.received_reset())
+        .await
+        .expect("the stalled response was never reset");
+    assert_eq!(
+        reset.unwrap().map(|code| code.into_inner()),
+        Some(0x10c),
+        "H3_REQUEST_CANCELLED"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_that_keeps_granting_credit_is_not_cut_off() {
+    let server = start("stream", &["--h3-zero-window-timeout", "2s"]);
+    let quic = server.connect_quic_with(Some(1024)).await;
+    let (mut send, mut recv) = quic.open_bi().await.unwrap();
+    send.write_all(&headers(&section(false, "/", None)))
+        .await
+        .unwrap();
+    send.finish().unwrap();
+    // The client's behaviour, not a synchronisation: it reads 512 octets every half
+    // second, so the response stays blocked far longer than 2 s in all, but never
+    // 2 s without progress.
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        match recv.read(&mut chunk).await {
+            Ok(Some(n)) => got.extend_from_slice(&chunk[..n]),
+            Ok(None) => break,
+            Err(err) => panic!("cut off after {} octets: {err}", got.len()),
+        }
+    }
+    // The 8 KiB body, framed: all of it arrived.
+    assert!(got.len() > 8192, "{} octets", got.len());
+    assert!(got.windows(1024).any(|w| w.iter().all(|&b| b == b'h')));
 }

@@ -29,6 +29,11 @@ pub struct H3Args {
     #[arg(long, default_value_t = defaults().header_read_timeout.into())]
     pub h3_header_read_timeout: humantime::Duration,
 
+    /// A response blocked on the client's flow control with no progress for this long
+    /// is reset (H3_REQUEST_CANCELLED) and its handler dropped.
+    #[arg(long, default_value_t = defaults().zero_window_timeout.into())]
+    pub h3_zero_window_timeout: humantime::Duration,
+
     /// Request body octets buffered per stream for a guest that has not read them
     /// (QUIC stream receive window).
     #[arg(long, default_value_t = defaults().stream_receive_window)]
@@ -88,6 +93,7 @@ impl H3Args {
             max_concurrent_streams: self.h3_max_concurrent_streams,
             idle_timeout: self.h3_idle_timeout.into(),
             header_read_timeout: self.h3_header_read_timeout.into(),
+            zero_window_timeout: self.h3_zero_window_timeout.into(),
             stream_receive_window: self.h3_stream_receive_window,
             connection_receive_window: self.h3_connection_receive_window,
             max_field_section_size: self.h3_max_field_section_size,
@@ -127,6 +133,7 @@ mod tests {
             "--h3-max-concurrent-streams=7",
             "--h3-idle-timeout=5s",
             "--h3-header-read-timeout=2s",
+            "--h3-zero-window-timeout=3s",
             "--h3-stream-receive-window=65536",
             "--h3-connection-receive-window=1048576",
             "--h3-max-field-section-size=1000",
@@ -142,6 +149,7 @@ mod tests {
                 max_concurrent_streams: 7,
                 idle_timeout: Duration::from_secs(5),
                 header_read_timeout: Duration::from_secs(2),
+                zero_window_timeout: Duration::from_secs(3),
                 stream_receive_window: 65536,
                 connection_receive_window: 1048576,
                 max_field_section_size: 1000,

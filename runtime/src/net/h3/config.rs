@@ -26,6 +26,10 @@ pub struct H3Config {
     /// with H3_REQUEST_INCOMPLETE (slowloris; QUIC's idle timeout does not see it
     /// while the client keeps the connection alive).
     pub header_read_timeout: Duration,
+    /// A response blocked on the client's flow control that has made no progress for
+    /// this long is reset with H3_REQUEST_CANCELLED and its handler dropped (a client
+    /// that never grants credit would park the guest forever).
+    pub zero_window_timeout: Duration,
     /// Request body octets quinn buffers per stream before the guest reads them (QUIC
     /// stream flow control): what one stream whose guest never reads can pin.
     pub stream_receive_window: u32,
@@ -63,6 +67,7 @@ impl Default for H3Config {
             max_concurrent_streams: 100,
             idle_timeout: Duration::from_secs(30),
             header_read_timeout: Duration::from_secs(30),
+            zero_window_timeout: Duration::from_secs(30),
             stream_receive_window: 256 * 1024,
             connection_receive_window: 8 * 1024 * 1024,
             max_field_section_size: core.max_field_section_size,

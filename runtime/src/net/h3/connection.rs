@@ -83,6 +83,11 @@ struct RequestStream<H: Handler<RequestHead>> {
     /// Whether the client gave up on the response (STOP_SENDING): watched only once
     /// the handler has parked, so an answer that comes at once costs no watch.
     stopped: Option<Boxed<Result<Option<VarInt>, quinn::StoppedError>>>,
+    /// Since when its response has waited on the client's flow control with nothing
+    /// taken (reset on every octet taken): past `zero_window_timeout`, it is reset.
+    stalled: Option<Instant>,
+    /// Octets of its response taken so far, when last looked at.
+    written: u64,
     /// The client cancelled it after its handler started: counted once against the
     /// peer reset budget (rapid reset).
     cancelled: bool,
@@ -151,6 +156,10 @@ struct Driver<H: Handler<RequestHead>> {
     /// Wakes the connection at the earliest head deadline; one per connection, reset
     /// rather than reallocated.
     head_timer: Pin<Box<Sleep>>,
+    /// How long a response may wait on the client's flow control without progress.
+    zero_window_timeout: std::time::Duration,
+    /// Wakes the connection at the earliest zero-window deadline.
+    window_timer: Pin<Box<Sleep>>,
 }
 
 /// The streams a client opens, one kind of them. One future per connection, whose
@@ -202,6 +211,8 @@ impl<H: Handler<RequestHead>> Driver<H> {
             unacked: None,
             header_read_timeout: config.header_read_timeout,
             head_timer: Box::pin(tokio::time::sleep(config.header_read_timeout)),
+            zero_window_timeout: config.zero_window_timeout,
+            window_timer: Box::pin(tokio::time::sleep(config.zero_window_timeout)),
         }
     }
 
@@ -249,6 +260,8 @@ impl<H: Handler<RequestHead>> Driver<H> {
         progress |= self.poll_uni(cx)?;
         progress |= self.poll_head_deadlines(cx);
         progress |= self.poll_requests(cx)?;
+        // After the responses were pumped, which is what starts a stall.
+        progress |= self.poll_window_deadlines(cx);
         Ok(progress)
     }
 
@@ -278,6 +291,39 @@ impl<H: Handler<RequestHead>> Driver<H> {
             self.head_timer.as_mut().reset(deadline);
             // Registers the wake-up; a deadline already passed is handled next pass.
             expired |= self.head_timer.as_mut().poll(cx).is_ready();
+        }
+        expired
+    }
+
+    /// Resets, with H3_REQUEST_CANCELLED, every response that has waited on the
+    /// client's flow control without progress for `zero_window_timeout` (its handler is
+    /// dropped), and arms the timer for the earliest one left.
+    fn poll_window_deadlines(&mut self, cx: &mut Context<'_>) -> bool {
+        let now = Instant::now();
+        let mut expired = false;
+        let mut earliest: Option<Instant> = None;
+        for stream in &mut self.requests {
+            let Some(since) = stream.stalled else {
+                continue;
+            };
+            let Some(deadline) = since.checked_add(self.zero_window_timeout) else {
+                continue;
+            };
+            if deadline <= now {
+                tracing::debug!(
+                    "h3 stream {}: the client granted no credit in time",
+                    stream.id
+                );
+                stream.stalled = None;
+                fail_stream(stream, ErrorCode::RequestCancelled);
+                expired = true;
+            } else {
+                earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
+            }
+        }
+        if let Some(deadline) = earliest {
+            self.window_timer.as_mut().reset(deadline);
+            expired |= self.window_timer.as_mut().poll(cx).is_ready();
         }
         expired
     }
@@ -313,6 +359,8 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 inbox: None,
                 held: None,
                 stopped: None,
+                stalled: None,
+                written: 0,
                 cancelled: false,
                 phase: Phase::Head,
             });
@@ -587,7 +635,18 @@ impl<H: Handler<RequestHead>> Driver<H> {
             outgoing.pump(&mut self.core, &mut stream.send, id, cx)
         }));
         match pumped {
-            Ok(Poll::Pending) => Ok(false),
+            Ok(Poll::Pending) => {
+                // Measured from the last octet quinn took, not from when it first
+                // blocked: a slow reader that keeps granting credit is not cut off.
+                let written = outgoing.written();
+                if !outgoing.blocked_on_peer() {
+                    stream.stalled = None;
+                } else if stream.stalled.is_none() || written != stream.written {
+                    stream.stalled = Some(Instant::now());
+                }
+                stream.written = written;
+                Ok(false)
+            }
             Ok(Poll::Ready(Sent::Finished)) => {
                 self.core.response_completed();
                 Ok(true)

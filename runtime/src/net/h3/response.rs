@@ -35,6 +35,8 @@ pub(super) struct Outgoing<B> {
     staged: Vec<u8>,
     /// The body chunk whose DATA head is staged, not yet all taken by quinn.
     pending: Bytes,
+    /// Octets quinn has taken so far: a response that keeps moving is not stalled.
+    written: u64,
 }
 
 impl<B> Outgoing<B>
@@ -59,6 +61,7 @@ where
             body: (!body.is_end_stream()).then_some(body),
             staged,
             pending: Bytes::new(),
+            written: 0,
         }
     }
 
@@ -69,7 +72,19 @@ where
             body: None,
             staged,
             pending: Bytes::new(),
+            written: 0,
         }
+    }
+
+    /// Octets of this response quinn has taken so far.
+    pub(super) fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// After [`Outgoing::pump`] returned pending: whether it waits on quinn taking
+    /// octets (the client's flow control) rather than on the handler producing them.
+    pub(super) fn blocked_on_peer(&self) -> bool {
+        !self.staged.is_empty() || !self.pending.is_empty()
     }
 
     /// Gives up the staging buffer, for the next stream to reuse.
@@ -139,10 +154,12 @@ where
         while !self.staged.is_empty() {
             let n = ready!(Pin::new(&mut *send).poll_write(cx, &self.staged))?;
             self.staged.drain(..n);
+            self.written += n as u64;
         }
         while !self.pending.is_empty() {
             let n = ready!(Pin::new(&mut *send).poll_write(cx, &self.pending))?;
             self.pending.advance(n);
+            self.written += n as u64;
         }
         Poll::Ready(Ok(()))
     }
