@@ -133,6 +133,16 @@ where
                     }
                     Err(frame) => {
                         if let Ok(trailers) = frame.into_trailers() {
+                            // Like the head, trailers past the client's limit may not
+                            // be sent (RFC 9114 §4.2.2); the response is cut short.
+                            let size = section_size(fields(&trailers));
+                            if size > core.peer_max_field_section_size() {
+                                tracing::warn!(
+                                    "h3 stream {id}: response trailers are larger than the client takes"
+                                );
+                                let _ = send.reset(quic_code(ErrorCode::InternalError));
+                                return Poll::Ready(Sent::Failed);
+                            }
                             core.send_headers(fields(&trailers), &mut self.staged);
                         }
                         self.body = None;
@@ -171,4 +181,92 @@ fn section_size<'f>(fields: impl Iterator<Item = (&'f [u8], &'f [u8])>) -> u64 {
     fields
         .map(|(name, value)| (name.len() + value.len() + 32) as u64)
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use http::HeaderMap;
+    use http_body_util::StreamBody;
+    use http_body_util::combinators::BoxBody;
+    use hyper::body::Frame;
+    use wedge_proto::h3::{Config, Connection};
+
+    use super::*;
+    use crate::net::cert::{dev_cert, load_pem};
+    use crate::net::h3::H3Config;
+
+    /// A connected pair of quinn connections on localhost: (server, client).
+    async fn pair() -> (quinn::Connection, quinn::Connection, Vec<quinn::Endpoint>) {
+        let dir = std::env::temp_dir().join(format!("wedge-h3-response-{}", std::process::id()));
+        let cert = dev_cert(&dir).unwrap();
+        let key = load_pem(&cert.cert, &cert.key).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut roots = rustls::RootCertStore::empty();
+        for c in &key.chain {
+            roots.add(c.clone()).unwrap();
+        }
+        let server_config = H3Config::default().server_config(&key).unwrap();
+        let server =
+            quinn::Endpoint::server(server_config, "127.0.0.1:0".parse().unwrap()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h3".to_vec()];
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+        let mut client = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        client.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+        let addr = server.local_addr().unwrap();
+        let connecting = client.connect(addr, "localhost").unwrap();
+        let (accepted, connected) = tokio::join!(
+            async { server.accept().await.unwrap().await.unwrap() },
+            connecting
+        );
+        (accepted, connected.unwrap(), vec![server, client])
+    }
+
+    #[tokio::test]
+    async fn trailers_past_the_clients_limit_reset_the_stream_with_h3_internal_error() {
+        let (server, client, _endpoints) = pair().await;
+        let (mut client_send, mut client_recv) = client.open_bi().await.unwrap();
+        client_send.write_all(b"x").await.unwrap();
+        let (mut send, _recv) = server.accept_bi().await.unwrap();
+        // The client's SETTINGS take field sections of at most 100 octets.
+        let mut core = Connection::new(Config::default());
+        let control = [0x00, 0x04, 0x03, 0x06, 0x40, 0x64];
+        core.recv(2, &control, false, &mut Vec::new()).unwrap();
+        // A small head, one chunk, then trailers of about 250 octets.
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-checksum", "a".repeat(200).parse().unwrap());
+        let frames = futures_util::stream::iter([
+            Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(b"body"))),
+            Ok(Frame::trailers(trailers)),
+        ]);
+        let body = BoxBody::new(StreamBody::new(frames));
+        let mut outgoing = Outgoing::new(&mut core, http::Response::new(body), Vec::new());
+        let sent = std::future::poll_fn(|cx| outgoing.pump(&mut core, &mut send, 0, cx)).await;
+        assert_eq!(sent, Sent::Failed);
+        let mut octets = Vec::new();
+        let read = loop {
+            let mut buf = [0u8; 1024];
+            match client_recv.read(&mut buf).await {
+                Ok(Some(n)) => octets.extend_from_slice(&buf[..n]),
+                other => break other,
+            }
+        };
+        match read {
+            Err(quinn::ReadError::Reset(code)) => {
+                assert_eq!(code.into_inner(), 0x102, "H3_INTERNAL_ERROR")
+            }
+            other => panic!(
+                "expected a reset after {} octets, got {other:?}",
+                octets.len()
+            ),
+        }
+    }
 }
