@@ -904,6 +904,19 @@ fn settings_are_acknowledged_and_the_initial_window_moves_open_streams() {
 }
 
 #[test]
+fn an_initial_window_change_that_overflows_an_open_stream_is_a_flow_control_error() {
+    let mut peer = Peer::new();
+    peer.get(1, &[], EH | ES);
+    // Stream 1's send window (the default 65,535) raised to the largest a window may
+    // be (RFC 9113 §6.9.1): still fine...
+    peer.send(&window_update(1, 0x7fff_ffff - 65_535));
+    assert!(peer.sent().is_empty(), "no error yet");
+    // ...then SETTINGS_INITIAL_WINDOW_SIZE grows by one: past the maximum (§6.9.2).
+    peer.send(&setting(0x4, 65_536));
+    assert_eq!(peer.expect_goaway().1, ErrorCode::FlowControlError);
+}
+
+#[test]
 fn a_response_longer_than_the_windows_waits_for_credit() {
     let mut peer = Peer::new();
     peer.get(1, &[], EH | ES);
