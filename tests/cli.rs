@@ -138,3 +138,22 @@ fn sigterm_finishes_requests_in_flight_then_exits_0() {
     let out = curl(&[&format!("{url}/")]);
     assert_eq!(out.status.code(), Some(7), "curl should fail to connect");
 }
+
+#[test]
+fn ci_runs_the_test_command_the_readme_gives() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let after = readme
+        .split("Run all tests")
+        .nth(1)
+        .expect("a 'Run all tests' section");
+    let command = after
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|block| block.lines().next())
+        .expect("a command under 'Run all tests'");
+    let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
+    assert!(
+        ci.lines().any(|line| line.trim() == command.trim()),
+        ".ci/run does not run README's test command `{command}`"
+    );
+}
