@@ -7,7 +7,6 @@
 mod budget;
 mod config;
 mod flow;
-mod pool;
 mod stream;
 
 #[cfg(test)]
@@ -15,10 +14,10 @@ mod tests;
 
 use core::ops::Range;
 
+pub use crate::head::{HeadPool, MAX_POOLED, MAX_POOLED_ARENA, MAX_POOLED_FIELDS, RequestHead};
 pub use budget::{Budget, Budgets};
 pub use config::ConnConfig;
 pub use flow::{Overflow, Window};
-pub use pool::{HeadPool, MAX_POOLED, MAX_POOLED_ARENA, MAX_POOLED_FIELDS, RequestHead};
 
 use crate::h2::PREFACE;
 use crate::h2::error::{ErrorCode, H2Error};

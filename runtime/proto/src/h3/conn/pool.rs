@@ -5,6 +5,7 @@
 
 use crate::h3::frame::FrameReader;
 
+use crate::head::HeadPool;
 pub use crate::head::{MAX_POOLED, MAX_POOLED_ARENA, MAX_POOLED_FIELDS, RequestHead};
 
 /// The receiving half of a request stream: where it is in the request (RFC 9114 §4.1)
@@ -52,23 +53,19 @@ impl RequestStream {
 /// whoever holds it, so one a handler still reads cannot be here.
 #[derive(Debug, Default)]
 pub(super) struct Pools {
-    heads: Vec<RequestHead>,
+    heads: HeadPool,
     streams: Vec<RequestStream>,
 }
 
 impl Pools {
     /// A clean head, reused when one is pooled.
     pub(super) fn rent_head(&mut self) -> RequestHead {
-        self.heads.pop().unwrap_or_default()
+        self.heads.rent()
     }
 
     /// Takes a head back, reset, unless the pool is full or the head grew too big.
-    pub(super) fn give_back_head(&mut self, mut head: RequestHead) {
-        if head.too_big_to_keep() {
-            return;
-        }
-        head.reset();
-        keep(&mut self.heads, head);
+    pub(super) fn give_back_head(&mut self, head: RequestHead) {
+        self.heads.give_back(head);
     }
 
     /// A clean stream state for `id`, reused when one is pooled.
@@ -112,38 +109,12 @@ fn keep<T>(pool: &mut Vec<T>, item: T) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::head::Pseudo;
-
-    fn head_with(fields: usize, value_len: usize) -> RequestHead {
-        let mut head = RequestHead::default();
-        head.set_pseudo(Pseudo::Method, b"POST");
-        head.set_pseudo(Pseudo::Authority, b"example.com");
-        head.set_content_length(7);
-        for _ in 0..fields {
-            head.push_field(b"x", &vec![b'v'; value_len]);
-        }
-        head
-    }
-
-    #[test]
-    fn a_returned_head_comes_back_clean() {
-        let mut pools = Pools::default();
-        let head = head_with(3, 10);
-        let arena = head.arena.as_ptr();
-        pools.give_back_head(head);
-        let head = pools.rent_head();
-        assert_eq!(head.arena.as_ptr(), arena, "the same allocation is reused");
-        assert_eq!(head.method(), b"");
-        assert_eq!(head.authority(), None);
-        assert_eq!(head.content_length(), None);
-        assert_eq!(head.fields().len(), 0);
-    }
 
     #[test]
     fn keeps_at_most_32_of_each() {
         let mut pools = Pools::default();
         for i in 0..MAX_POOLED as u64 + 5 {
-            pools.give_back_head(head_with(1, 1));
+            pools.give_back_head(RequestHead::default());
             pools.give_back_stream(RequestStream {
                 id: i * 4,
                 ..RequestStream::default()
@@ -152,38 +123,5 @@ mod tests {
         assert_eq!(pools.heads(), MAX_POOLED);
         assert_eq!(pools.streams(), MAX_POOLED);
         assert_eq!(pools.rent_stream(8).id, 8);
-    }
-
-    #[test]
-    fn keeps_64_fields_but_not_65() {
-        let mut pools = Pools::default();
-        let mut head = RequestHead::default();
-        head.fields.reserve_exact(MAX_POOLED_FIELDS);
-        for _ in 0..MAX_POOLED_FIELDS {
-            head.push_field(b"a", b"b");
-        }
-        pools.give_back_head(head);
-        assert_eq!(pools.heads(), 1);
-        let mut head = pools.rent_head();
-        for _ in 0..=MAX_POOLED_FIELDS {
-            head.push_field(b"a", b"b");
-        }
-        pools.give_back_head(head);
-        assert_eq!(pools.heads(), 0);
-    }
-
-    #[test]
-    fn keeps_a_4_kib_arena_but_not_a_bigger_one() {
-        let mut pools = Pools::default();
-        let mut head = RequestHead::default();
-        head.arena.reserve_exact(MAX_POOLED_ARENA);
-        head.push_field(&[b'n'; 10], &vec![b'v'; MAX_POOLED_ARENA - 10]);
-        assert_eq!(head.arena.capacity(), MAX_POOLED_ARENA);
-        pools.give_back_head(head);
-        assert_eq!(pools.heads(), 1);
-        let mut head = pools.rent_head();
-        head.push_field(b"n", &vec![b'v'; MAX_POOLED_ARENA]);
-        pools.give_back_head(head);
-        assert_eq!(pools.heads(), 0);
     }
 }
