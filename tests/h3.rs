@@ -2,10 +2,10 @@
 //! trusting the server's development certificate, Debian's ngtcp2 client
 //! (`gtlsclient`), and the Alt-Svc advertisement on the TLS listener.
 
+mod h3_support;
 mod support;
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,93 +13,29 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use h3::client::{RequestStream, SendRequest};
+use h3_support::{H3Server, start};
 use http::{Request, StatusCode};
-use quinn::crypto::rustls::QuicClientConfig;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
-use support::{Server, curl, example, pattern, sha256, sigterm, temp_dir};
+use support::{curl, pattern, sha256, sigterm, temp_dir};
 
 type Requests = SendRequest<h3_quinn::OpenStreams, Bytes>;
 
-/// A server with its data directory (where its development certificate is).
-struct H3Server {
-    server: Server,
-    data_dir: PathBuf,
-}
-
-fn start(example_name: &str, args: &[&str]) -> H3Server {
-    let data_dir = temp_dir("h3");
-    let server = Server::start_in(&example(example_name), args, &data_dir);
-    H3Server { server, data_dir }
-}
-
 impl H3Server {
-    /// The TLS listener's address: HTTP/3 is on its port over UDP.
-    fn addr(&self) -> SocketAddr {
-        let tls = self.server.tls_url.as_ref().expect("a TLS listener");
-        tls.trim_start_matches("https://").parse().unwrap()
-    }
-
-    /// A new QUIC connection speaking HTTP/3, trusting only the dev certificate.
-    /// `stream_window` bounds what the server may send on a stream before we read.
+    /// A new connection speaking HTTP/3 through the `h3` crate. `stream_window`
+    /// bounds what the server may send on a stream before we read.
     async fn connect_with(&self, stream_window: Option<u32>) -> Requests {
-        let pem = self.data_dir.join("tls/dev-cert.pem");
-        let client = client_config(&pem, stream_window);
-        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-        endpoint.set_default_client_config(client);
-        let quic = endpoint
-            .connect(self.addr(), "localhost")
-            .unwrap()
-            .await
-            .expect("QUIC handshake");
+        let quic = self.connect_quic_with(stream_window).await;
         let (mut driver, requests) = h3::client::new(h3_quinn::Connection::new(quic))
             .await
             .expect("HTTP/3 connection");
         tokio::spawn(async move {
             let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
-            drop(endpoint);
         });
         requests
-    }
-
-    /// A bare QUIC connection with ALPN h3, for hand-made HTTP/3.
-    async fn connect_quic(&self) -> quinn::Connection {
-        let pem = self.data_dir.join("tls/dev-cert.pem");
-        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-        endpoint.set_default_client_config(client_config(&pem, None));
-        endpoint
-            .connect(self.addr(), "localhost")
-            .unwrap()
-            .await
-            .expect("QUIC handshake")
     }
 
     async fn connect(&self) -> Requests {
         self.connect_with(None).await
     }
-}
-
-fn client_config(ca: &Path, stream_window: Option<u32>) -> quinn::ClientConfig {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"h3".to_vec()];
-    let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()));
-    let mut transport = quinn::TransportConfig::default();
-    // Tests that block on the server process must not see the connection idle out.
-    transport.keep_alive_interval(Some(Duration::from_secs(5)));
-    if let Some(window) = stream_window {
-        transport.stream_receive_window(window.into());
-    }
-    config.transport_config(Arc::new(transport));
-    config
 }
 
 fn request(method: &str, path: &str) -> Request<()> {

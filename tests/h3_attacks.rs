@@ -3,78 +3,14 @@
 
 #![allow(dead_code)]
 
+mod h3_support;
 mod support;
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use quinn::crypto::rustls::QuicClientConfig;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
-use support::{Server, example, temp_dir};
+use h3_support::start;
 
 const H3_EXCESSIVE_LOAD: u64 = 0x107;
-
-/// A server with its data directory (where its development certificate is).
-struct H3Server {
-    server: Server,
-    data_dir: PathBuf,
-}
-
-fn start(example_name: &str, args: &[&str]) -> H3Server {
-    let data_dir = temp_dir("h3-attacks");
-    let server = Server::start_in(&example(example_name), args, &data_dir);
-    H3Server { server, data_dir }
-}
-
-impl H3Server {
-    fn addr(&self) -> SocketAddr {
-        let tls = self.server.tls_url.as_ref().expect("a TLS listener");
-        tls.trim_start_matches("https://").parse().unwrap()
-    }
-
-    /// A bare QUIC connection with ALPN h3, trusting only the dev certificate.
-    async fn connect_quic(&self) -> quinn::Connection {
-        self.connect_quic_with(None).await
-    }
-
-    /// The same; `stream_window` bounds what the server may send on a stream before
-    /// we read.
-    async fn connect_quic_with(&self, stream_window: Option<u32>) -> quinn::Connection {
-        let pem = self.data_dir.join("tls/dev-cert.pem");
-        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-        endpoint.set_default_client_config(client_config(&pem, stream_window));
-        endpoint
-            .connect(self.addr(), "localhost")
-            .unwrap()
-            .await
-            .expect("QUIC handshake")
-    }
-}
-
-fn client_config(ca: &Path, stream_window: Option<u32>) -> quinn::ClientConfig {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"h3".to_vec()];
-    let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()));
-    let mut transport = quinn::TransportConfig::default();
-    transport.keep_alive_interval(Some(Duration::from_secs(5)));
-    if let Some(window) = stream_window {
-        transport.stream_receive_window(window.into());
-    }
-    config.transport_config(Arc::new(transport));
-    config
-}
 
 /// A field section (no dynamic table) for GET or POST `path` on localhost, with a
 /// content-length if given.
