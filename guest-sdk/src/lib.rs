@@ -24,21 +24,31 @@
 //! produced, waiting for the host's flow-control credit. Nothing buffers a
 //! whole body unless you ask for it with [`Body::read_to_end`].
 //!
+//! [`Router`] dispatches by method and path pattern (`/items/:id`), with
+//! `404` and `405` answered for you. Handlers may return
+//! `Result<Response, Error>`: an [`Error`] becomes a response with its
+//! status (a body over a [`Body::read_to_end`] limit is a `413`, invalid
+//! JSON a `400`). The `json` feature adds [`Request::json`] and
+//! [`Response::json`] (serde).
+//!
 //! Under the hood this is a thin layer over [`wstd`], the Bytecode
 //! Alliance's async runtime for WASI 0.2: handlers run on its single-threaded
 //! executor, which parks on WASI pollables (timers, streams, outbound HTTP),
 //! so `wstd`'s timers and HTTP client work inside a handler.
 #![warn(missing_docs)]
 
+mod decode;
 mod error;
 mod request;
 mod response;
+mod router;
 
 pub use bytes::Bytes;
 pub use error::{Error, ErrorKind};
 pub use http::{HeaderMap, Method, Uri};
 pub use request::{Body, Request};
 pub use response::{BodyWriter, IntoResponse, Response};
+pub use router::Router;
 
 /// Export `handler` as this component's `wasi:http/incoming-handler`.
 ///

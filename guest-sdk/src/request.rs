@@ -1,6 +1,8 @@
+use crate::decode::query_pairs;
 use crate::error::{Error, ErrorKind};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use std::borrow::Cow;
 use wasip2::http::types::{IncomingBody, IncomingRequest, Method as WasiMethod, Scheme};
 use wasip2::io::streams::{InputStream, StreamError};
 use wstd::runtime::AsyncPollable;
@@ -12,54 +14,223 @@ const MAX_CHUNK: u64 = 64 * 1024;
 /// `content-length` header (the header is the client's claim, not a fact).
 const MAX_PREALLOC: usize = 1024 * 1024;
 
-/// An incoming HTTP request: its head, and its body as a stream.
+/// An incoming HTTP request: its head, the path parameters a
+/// [`Router`](crate::Router) matched, and its body as a stream.
 ///
-/// The body is not read until you ask for it with [`Request::into_body`].
+/// The body is not read until you ask for it with [`Request::into_body`] (or
+/// [`Request::json`] with the `json` feature).
+///
+/// ```no_run
+/// use wedge_sdk::{Request, Response};
+///
+/// async fn handle(req: Request) -> Response {
+///     Response::text(format!("{} {}\n", req.method(), req.path()))
+/// }
+/// # wedge_sdk::export_handler!(handle);
+/// ```
 pub struct Request {
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    params: Vec<(String, String)>,
     body: Body,
 }
 
 impl Request {
     /// The request method (`GET`, `POST`, ...).
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Method, Request, Response};
+    /// async fn handle(req: Request) -> Response {
+    ///     if req.method() == Method::POST { Response::new(201) } else { Response::new(200) }
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
     pub fn method(&self) -> &Method {
         &self.method
     }
 
     /// The request URI. Its path and query are always present; scheme and
     /// authority are present when the host supplied them.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Request, Response};
+    /// async fn handle(req: Request) -> Response {
+    ///     Response::text(format!("host: {:?}\n", req.uri().host()))
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
     pub fn uri(&self) -> &Uri {
         &self.uri
     }
 
-    /// The URI path, e.g. `/users/7` (never empty: at least `/`).
+    /// The URI path, e.g. `/users/7` (never empty: at least `/`), still
+    /// percent-encoded as sent.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Request, Response};
+    /// async fn handle(req: Request) -> Response {
+    ///     Response::text(format!("you asked for {}\n", req.path()))
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
     pub fn path(&self) -> &str {
         self.uri.path()
     }
 
     /// The URI query without the `?`, e.g. `ms=50` for `/sleep?ms=50`, or
-    /// `None` when the URI has no `?`.
+    /// `None` when the URI has no `?`. Not decoded; see
+    /// [`Request::query_param`] for decoded values.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Request, Response};
+    /// async fn handle(req: Request) -> Response {
+    ///     Response::text(format!("raw query: {}\n", req.query().unwrap_or("")))
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
     pub fn query(&self) -> Option<&str> {
         self.uri.query()
     }
 
+    /// The first value of query parameter `name`, percent-decoded (`+` is a
+    /// space), or `None` if it is absent. `?flag` gives `Some("")`.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Request, Response};
+    /// // GET /greet?name=J%C3%BCrgen+S -> "Hello, Jürgen S!"
+    /// async fn handle(req: Request) -> Response {
+    ///     let name = req.query_param("name").unwrap_or("world".into());
+    ///     Response::text(format!("Hello, {name}!\n"))
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
+    pub fn query_param(&self, name: &str) -> Option<Cow<'_, str>> {
+        self.query_params()
+            .find(|(k, _)| k == name)
+            .map(|(_, value)| value)
+    }
+
+    /// All query parameters in order, as decoded `(name, value)` pairs;
+    /// repeated names appear once per occurrence.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Request, Response};
+    /// // GET /tags?t=a&t=b -> "a,b"
+    /// async fn handle(req: Request) -> Response {
+    ///     let tags: Vec<_> = req.query_params().filter(|(k, _)| k == "t").map(|(_, v)| v).collect();
+    ///     Response::text(tags.join(","))
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
+    pub fn query_params(&self) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
+        query_pairs(self.query().unwrap_or(""))
+    }
+
+    /// The path parameter `name` that the [`Router`](crate::Router) matched
+    /// (`:id` in `/users/:id`), percent-decoded; `None` if the route has no
+    /// such parameter (or the request did not come through a router).
+    ///
+    /// ```no_run
+    /// use wedge_sdk::{Request, Response, Router};
+    ///
+    /// async fn user(req: Request) -> Response {
+    ///     Response::text(format!("user {}\n", req.param("id").unwrap_or("?")))
+    /// }
+    ///
+    /// async fn handle(req: Request) -> Response {
+    ///     Router::new().get("/users/:id", user).handle(req).await
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// All request headers.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Request, Response};
+    /// async fn handle(req: Request) -> Response {
+    ///     Response::text(format!("{} headers\n", req.headers().len()))
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
     pub fn headers(&self) -> &HeaderMap {
         &self.headers
     }
 
     /// The first value of header `name` (case-insensitive), or `None` if it
     /// is absent or is not visible ASCII text.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Request, Response};
+    /// async fn handle(req: Request) -> Response {
+    ///     Response::text(req.header("user-agent").unwrap_or("unknown").to_owned())
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name)?.to_str().ok()
     }
 
     /// Take the request body, to stream it with [`Body::chunk`] or collect it
     /// with [`Body::read_to_end`].
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Error, Request, Response};
+    /// async fn handle(req: Request) -> Result<Response, Error> {
+    ///     let mut body = req.into_body();
+    ///     let mut total = 0;
+    ///     while let Some(chunk) = body.chunk().await {
+    ///         total += chunk?.len();
+    ///     }
+    ///     Ok(Response::text(format!("{total} bytes\n")))
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
     pub fn into_body(self) -> Body {
         self.body
+    }
+
+    /// Read the whole body (at most `limit` bytes) and parse it as JSON into
+    /// `T`. Needs the `json` feature. A body over `limit` fails with
+    /// [`ErrorKind::BodyTooLarge`] (a `413` when returned from a handler),
+    /// one that is not valid JSON for `T` with [`ErrorKind::BadRequest`]
+    /// (`400`) naming what is wrong. The `content-type` is not checked.
+    ///
+    /// ```no_run
+    /// use serde::Deserialize;
+    /// use wedge_sdk::{Error, Request, Response};
+    ///
+    /// #[derive(Deserialize)]
+    /// struct Item {
+    ///     name: String,
+    /// }
+    ///
+    /// async fn handle(req: Request) -> Result<Response, Error> {
+    ///     let item: Item = req.json(64 * 1024).await?;
+    ///     Ok(Response::text(format!("got {}\n", item.name)))
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
+    #[cfg(feature = "json")]
+    pub async fn json<T: serde::de::DeserializeOwned>(self, limit: usize) -> Result<T, Error> {
+        let bytes = self.body.read_to_end(limit).await?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            Error::new(
+                ErrorKind::BadRequest,
+                format_args!("invalid JSON body: {e}"),
+            )
+        })
+    }
+
+    /// Record the path parameters a router matched.
+    pub(crate) fn set_params(&mut self, params: Vec<(String, String)>) {
+        self.params = params;
     }
 
     /// Convert the host's `incoming-request`.
@@ -83,6 +254,7 @@ impl Request {
             method,
             uri,
             headers,
+            params: Vec::new(),
             body: Body {
                 inner: Inner::Wasi(WasiBody {
                     pollable: None,
@@ -110,6 +282,7 @@ impl Request {
             method,
             uri: uri.parse().unwrap(),
             headers: headers_from_entries(entries).unwrap(),
+            params: Vec::new(),
             body,
         }
     }
@@ -121,6 +294,7 @@ impl std::fmt::Debug for Request {
             .field("method", &self.method)
             .field("uri", &self.uri)
             .field("headers", &self.headers)
+            .field("params", &self.params)
             .finish_non_exhaustive()
     }
 }
@@ -130,6 +304,23 @@ impl std::fmt::Debug for Request {
 /// Reading is credit-based: the host only lets the client send more once the
 /// handler has read what arrived, so a handler that streams with
 /// [`Body::chunk`] holds at most one chunk in memory.
+///
+/// ```no_run
+/// # use wedge_sdk::{Body, Error, Request, Response};
+/// async fn count_lines(mut body: Body) -> Result<usize, Error> {
+///     let mut lines = 0;
+///     while let Some(chunk) = body.chunk().await {
+///         lines += chunk?.iter().filter(|&&b| b == b'\n').count();
+///     }
+///     Ok(lines)
+/// }
+///
+/// async fn handle(req: Request) -> Result<Response, Error> {
+///     let lines = count_lines(req.into_body()).await?;
+///     Ok(Response::text(format!("{lines} lines\n")))
+/// }
+/// # wedge_sdk::export_handler!(handle);
+/// ```
 pub struct Body {
     inner: Inner,
     content_length: Option<u64>,
@@ -157,6 +348,16 @@ impl Body {
     ///
     /// Waits without spinning (on the stream's WASI pollable) until data is
     /// available. Never buffers more than the chunk it returns.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Error, Request, Response};
+    /// async fn handle(req: Request) -> Result<Response, Error> {
+    ///     let mut body = req.into_body();
+    ///     let first = body.chunk().await.transpose()?.unwrap_or_default();
+    ///     Ok(Response::text(format!("first chunk: {} bytes\n", first.len())))
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
     pub async fn chunk(&mut self) -> Option<Result<Bytes, Error>> {
         loop {
             let body = match &mut self.inner {
@@ -194,7 +395,18 @@ impl Body {
     /// Read the whole body into memory, failing with
     /// [`ErrorKind::BodyTooLarge`] as soon as it is known to exceed `limit`
     /// bytes (from the `content-length` header, before reading anything, or
-    /// while reading).
+    /// while reading, so at most `limit` bytes are ever held). The error's
+    /// message names the limit, and returned from a handler it answers `413`.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Error, Request, Response};
+    /// async fn handle(req: Request) -> Result<Response, Error> {
+    ///     // A body over 1 MiB answers "413 request body exceeds the limit of 1048576 bytes".
+    ///     let body = req.into_body().read_to_end(1 << 20).await?;
+    ///     Ok(Response::bytes(body))
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
     pub async fn read_to_end(mut self, limit: usize) -> Result<Bytes, Error> {
         let mut acc = Accumulator::new(limit, self.content_length)?;
         while let Some(chunk) = self.chunk().await {
@@ -357,10 +569,11 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn run<F: std::future::Future>(f: F) -> F::Output {
+    /// Drive a test future that never waits on a pollable.
+    pub(crate) fn run<F: std::future::Future>(f: F) -> F::Output {
         // Test bodies never wait on a pollable, so one poll completes them.
         let mut f = std::pin::pin!(f);
         match f
@@ -399,6 +612,25 @@ mod tests {
     }
 
     #[test]
+    fn query_params_are_decoded() {
+        let mut req = Request::for_test(
+            Method::GET,
+            "/q?name=J%C3%BCrgen+S&flag&name=second",
+            &[],
+            Body::from_chunks(vec![], None),
+        );
+        assert_eq!(req.query_param("name").unwrap(), "Jürgen S");
+        assert_eq!(req.query_param("flag").unwrap(), "");
+        assert_eq!(req.query_param("missing"), None);
+        assert_eq!(req.query_params().count(), 3);
+        assert_eq!(req.param("id"), None);
+        req.set_params(vec![("id".into(), "7".into())]);
+        assert_eq!(req.param("id"), Some("7"));
+        let bare = Request::for_test(Method::GET, "/", &[], Body::from_chunks(vec![], None));
+        assert_eq!(bare.query_params().count(), 0);
+    }
+
+    #[test]
     fn chunk_streams_then_ends() {
         let mut body = Body::from_chunks(chunks(&["ab", "cd"]), None);
         assert_eq!(run(body.chunk()).unwrap().unwrap(), "ab");
@@ -421,6 +653,11 @@ mod tests {
         let body = Body::from_chunks(chunks(&["12345", "6"]), None);
         let err = run(body.read_to_end(5)).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::BodyTooLarge);
+        assert_eq!(err.status(), 413);
+        assert_eq!(err.to_string(), "request body exceeds the limit of 5 bytes");
+        // Exactly at the limit is fine.
+        let body = Body::from_chunks(chunks(&["12345"]), None);
+        assert_eq!(run(body.read_to_end(5)).unwrap(), "12345");
         // Announced length over the limit fails before reading.
         let body = Body::from_chunks(vec![Err(Error::msg("must not be read"))], Some(6));
         assert_eq!(
@@ -442,6 +679,27 @@ mod tests {
             run(body.read_to_end(100)).unwrap_err().kind(),
             ErrorKind::Io
         );
+    }
+
+    #[cfg(feature = "json")]
+    #[test]
+    fn json_parses_or_answers_400() {
+        let json = |parts: &[&'static str], limit| {
+            let req = Request::for_test(
+                Method::POST,
+                "/",
+                &[],
+                Body::from_chunks(chunks(parts), None),
+            );
+            run(req.json::<std::collections::BTreeMap<String, u32>>(limit))
+        };
+        let ok = json(&["{\"a\":", " 1}"], 100).unwrap();
+        assert_eq!(ok["a"], 1);
+        let bad = json(&["{\"a\": \"x\"}"], 100).unwrap_err();
+        assert_eq!((bad.kind(), bad.status()), (ErrorKind::BadRequest, 400));
+        assert!(bad.to_string().starts_with("invalid JSON body: "), "{bad}");
+        let big = json(&["{\"a\": 1}"], 3).unwrap_err();
+        assert_eq!(big.status(), 413);
     }
 
     #[test]

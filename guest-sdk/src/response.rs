@@ -16,9 +16,26 @@ type StreamFn = Box<dyn FnOnce(BodyWriter) -> Pin<Box<dyn Future<Output = Result
 /// An HTTP response: status, headers, and a body that is either a fixed
 /// buffer or written by an async closure ([`Response::stream`]).
 ///
+/// Build one from a body constructor ([`Response::text`], [`Response::html`],
+/// [`Response::bytes`], [`Response::json`] with the `json` feature,
+/// [`Response::stream`]) or from [`Response::new`], then chain
+/// [`with_status`](Response::with_status),
+/// [`with_header`](Response::with_header) and
+/// [`with_body`](Response::with_body).
+///
 /// Builder mistakes (a status outside 100..=999, an invalid header name or
 /// value) do not panic: the response is replaced by a `500` whose body names
 /// the mistake when it is sent.
+///
+/// ```
+/// use wedge_sdk::Response;
+///
+/// let r = Response::text("created\n")
+///     .with_status(201)
+///     .with_header("location", "/items/1");
+/// assert_eq!(r.status(), 201);
+/// assert_eq!(r.headers()["location"], "/items/1");
+/// ```
 pub struct Response {
     status: u16,
     headers: HeaderMap,
@@ -34,27 +51,90 @@ pub(crate) enum ResponseBody {
 impl Response {
     /// A response with `status` and an empty body (`content-length: 0` is
     /// added when sent, except for 1xx, 204 and 304).
+    ///
+    /// ```
+    /// let r = wedge_sdk::Response::new(204);
+    /// assert_eq!(r.status(), 204);
+    /// ```
     pub fn new(status: u16) -> Self {
-        let error = StatusCode::from_u16(status).err().map(|_| {
-            Error::new(
-                ErrorKind::BadResponse,
-                format_args!("invalid response status {status}"),
-            )
-        });
         Self {
-            status,
+            status: 200,
             headers: HeaderMap::new(),
             body: ResponseBody::Full(Bytes::new()),
-            error,
+            error: None,
         }
+        .with_status(status)
     }
 
     /// A `200` response with `body` as text
     /// (`content-type: text/plain; charset=utf-8`).
+    ///
+    /// ```
+    /// let r = wedge_sdk::Response::text("Hello, world!\n");
+    /// assert_eq!(r.headers()["content-type"], "text/plain; charset=utf-8");
+    /// ```
     pub fn text(body: impl Into<String>) -> Self {
+        Self::with_content_type(TEXT_PLAIN, body.into())
+    }
+
+    /// A `200` response with `body` as HTML
+    /// (`content-type: text/html; charset=utf-8`).
+    ///
+    /// ```
+    /// let r = wedge_sdk::Response::html("<h1>Hello</h1>\n");
+    /// assert_eq!(r.headers()["content-type"], "text/html; charset=utf-8");
+    /// ```
+    pub fn html(body: impl Into<String>) -> Self {
+        Self::with_content_type("text/html; charset=utf-8", body.into())
+    }
+
+    /// A `200` response with `body` as raw bytes
+    /// (`content-type: application/octet-stream`).
+    ///
+    /// ```
+    /// let r = wedge_sdk::Response::bytes(vec![0u8, 1, 2]);
+    /// assert_eq!(r.headers()["content-type"], "application/octet-stream");
+    /// ```
+    pub fn bytes(body: impl Into<Bytes>) -> Self {
+        Self::with_content_type("application/octet-stream", body)
+    }
+
+    /// A `200` response with `value` serialized as JSON
+    /// (`content-type: application/json`). Needs the `json` feature. A value
+    /// that cannot be serialized (e.g. a map with non-string keys) makes the
+    /// response a `500` naming the problem.
+    ///
+    /// ```
+    /// use wedge_sdk::Response;
+    ///
+    /// #[derive(serde::Serialize)]
+    /// struct Item {
+    ///     id: u64,
+    ///     name: &'static str,
+    /// }
+    ///
+    /// let r = Response::json(&Item { id: 1, name: "tea" }).with_status(201);
+    /// assert_eq!(r.headers()["content-type"], "application/json");
+    /// ```
+    #[cfg(feature = "json")]
+    pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> Self {
+        match serde_json::to_vec(value) {
+            Ok(body) => Self::with_content_type("application/json", body),
+            Err(e) => {
+                let mut response = Self::new(500);
+                response.error = Some(Error::new(
+                    ErrorKind::BadResponse,
+                    format_args!("serializing the JSON body: {e}"),
+                ));
+                response
+            }
+        }
+    }
+
+    fn with_content_type(content_type: &str, body: impl Into<Bytes>) -> Self {
         Self::new(200)
-            .with_header(CONTENT_TYPE.as_str(), TEXT_PLAIN)
-            .with_body(body.into())
+            .with_header(CONTENT_TYPE.as_str(), content_type)
+            .with_body(body)
     }
 
     /// A response whose body is written as it is produced: `write` is called
@@ -87,6 +167,11 @@ impl Response {
     }
 
     /// Set header `name` to `value`, replacing any value it had.
+    ///
+    /// ```
+    /// let r = wedge_sdk::Response::text("hi").with_header("cache-control", "no-store");
+    /// assert_eq!(r.headers()["cache-control"], "no-store");
+    /// ```
     pub fn with_header(mut self, name: impl AsRef<str>, value: impl AsRef<[u8]>) -> Self {
         let name = name.as_ref();
         match (
@@ -118,38 +203,61 @@ impl Response {
 
     /// Use `body` as the whole body (replacing any body or stream set
     /// before). A `content-length` is added when sent unless you set one.
+    ///
+    /// ```
+    /// let r = wedge_sdk::Response::new(200)
+    ///     .with_header("content-type", "image/svg+xml")
+    ///     .with_body("<svg xmlns='http://www.w3.org/2000/svg'/>");
+    /// # let _ = r;
+    /// ```
     pub fn with_body(mut self, body: impl Into<Bytes>) -> Self {
         self.body = ResponseBody::Full(body.into());
         self
     }
 
+    /// Set the status code. One outside `100..=999` makes the response a
+    /// `500` naming the mistake when it is sent.
+    ///
+    /// ```
+    /// let r = wedge_sdk::Response::text("no such item\n").with_status(404);
+    /// assert_eq!(r.status(), 404);
+    /// ```
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = status;
+        if StatusCode::from_u16(status).is_err() {
+            self.error.get_or_insert_with(|| {
+                Error::new(
+                    ErrorKind::BadResponse,
+                    format_args!("invalid response status {status}"),
+                )
+            });
+        }
+        self
+    }
+
     /// The status code.
+    ///
+    /// ```
+    /// assert_eq!(wedge_sdk::Response::text("x").status(), 200);
+    /// ```
     pub fn status(&self) -> u16 {
         self.status
     }
 
     /// The headers set so far.
+    ///
+    /// ```
+    /// assert!(wedge_sdk::Response::new(200).headers().is_empty());
+    /// ```
     pub fn headers(&self) -> &HeaderMap {
         &self.headers
-    }
-
-    /// A `500` with `error`'s text as body; also printed to stderr.
-    pub(crate) fn internal_error(error: impl fmt::Display) -> Self {
-        let text = error.to_string();
-        eprintln!("wedge-sdk: handler error: {text}");
-        Self::text(text).with_status(500)
-    }
-
-    pub(crate) fn with_status(mut self, status: u16) -> Self {
-        self.status = status;
-        self
     }
 
     /// What to hand to the host: status, header list, body. Resolves a
     /// builder error into a 500 and adds `content-length` to fixed bodies.
     pub(crate) fn into_parts(self) -> (u16, Vec<(String, Vec<u8>)>, ResponseBody) {
         let response = match self.error {
-            Some(error) => Self::internal_error(error),
+            Some(error) => error.into_response(),
             None => self,
         };
         let mut headers = response.headers;
@@ -188,7 +296,20 @@ impl fmt::Debug for Response {
 /// Writes are credit-gated: [`BodyWriter::write`] waits (without spinning)
 /// whenever the host's body stream has no room (its `check-write` reports 0),
 /// for example while the client is not reading. Memory stays bounded whatever
-/// the client does.
+/// the client does, and a slow client slows the handler down.
+///
+/// ```no_run
+/// # use wedge_sdk::{Request, Response};
+/// async fn handle(_req: Request) -> Response {
+///     Response::stream(200, |mut w| async move {
+///         for i in 0..1000 {
+///             w.write(format!("{i}\n").as_bytes()).await?; // waits while the client lags
+///         }
+///         Ok(())
+///     })
+/// }
+/// # wedge_sdk::export_handler!(handle);
+/// ```
 pub struct BodyWriter {
     stream: Rc<AsyncOutputStream>,
 }
@@ -196,12 +317,25 @@ pub struct BodyWriter {
 impl BodyWriter {
     /// Write all of `bytes`, waiting for stream credit as needed. Fails with
     /// [`ErrorKind::Closed`] once the client is gone.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::Response;
+    /// let r = Response::stream(200, |mut w| async move { w.write(b"one chunk\n").await });
+    /// ```
     pub async fn write(&mut self, bytes: &[u8]) -> Result<(), Error> {
         self.stream.write_all(bytes).await.map_err(Error::from)
     }
 
     /// Ask the host to send what has been written so far, and wait until it
     /// has taken it.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::Response;
+    /// let r = Response::stream(200, |mut w| async move {
+    ///     w.write(b"progress: 50%\n").await?;
+    ///     w.flush().await // the client sees the line now, not with the next write
+    /// });
+    /// ```
     pub async fn flush(&mut self) -> Result<(), Error> {
         self.stream.flush().await.map_err(Error::from)
     }
@@ -213,10 +347,31 @@ impl fmt::Debug for BodyWriter {
     }
 }
 
-/// What a handler may return: a [`Response`], or a `Result` whose error
-/// becomes a `500` with the error's text as body.
+/// What a handler may return: a [`Response`], an [`Error`], or a `Result`
+/// of the two (any error type that converts into [`Error`]). An error
+/// answers with [`Error::status`] and its message as a `text/plain` body;
+/// errors of status `500` and up are also printed to stderr (the host logs
+/// them).
+///
+/// ```no_run
+/// use wedge_sdk::{Error, Request, Response};
+///
+/// async fn handle(req: Request) -> Result<Response, Error> {
+///     match req.path() {
+///         "/" => Ok(Response::text("home\n")),
+///         _ => Err(Error::http(404, "nothing here")), // 404 "nothing here\n"
+///     }
+/// }
+/// # wedge_sdk::export_handler!(handle);
+/// ```
 pub trait IntoResponse {
     /// Turn `self` into the response to send.
+    ///
+    /// ```
+    /// use wedge_sdk::{Error, IntoResponse};
+    ///
+    /// assert_eq!(Error::http(409, "taken").into_response().status(), 409);
+    /// ```
     fn into_response(self) -> Response;
 }
 
@@ -226,11 +381,20 @@ impl IntoResponse for Response {
     }
 }
 
-impl<R: IntoResponse, E: fmt::Display> IntoResponse for Result<R, E> {
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        if self.status() >= 500 {
+            eprintln!("wedge-sdk: handler error: {self}");
+        }
+        Response::text(format!("{self}\n")).with_status(self.status())
+    }
+}
+
+impl<R: IntoResponse, E: Into<Error>> IntoResponse for Result<R, E> {
     fn into_response(self) -> Response {
         match self {
             Ok(r) => r.into_response(),
-            Err(e) => Response::internal_error(e),
+            Err(e) => e.into().into_response(),
         }
     }
 }
@@ -260,7 +424,7 @@ pub(crate) async fn send(response: Response, out: wasip2::http::types::ResponseO
     let (response, body) = match outgoing(status, &fields) {
         Ok(response) => (response, body),
         Err(error) => {
-            let (status, fields, body) = Response::internal_error(error).into_parts();
+            let (status, fields, body) = error.into_response().into_parts();
             let response = outgoing(status, &fields).expect("a plain 500 is always accepted");
             (response, body)
         }
@@ -382,6 +546,37 @@ mod tests {
     }
 
     #[test]
+    fn body_constructors_set_content_types() {
+        for (r, ct) in [
+            (Response::html("<p>"), "text/html; charset=utf-8"),
+            (Response::bytes(vec![1u8]), "application/octet-stream"),
+        ] {
+            let (status, fields, _) = r.into_parts();
+            assert_eq!(status, 200);
+            assert_eq!(header(&fields, "content-type"), Some(ct));
+            assert_eq!(
+                header(&fields, "content-length"),
+                Some(if ct.starts_with("text") { "3" } else { "1" })
+            );
+        }
+    }
+
+    #[cfg(feature = "json")]
+    #[test]
+    fn json_responses() {
+        let value = std::collections::BTreeMap::from([("id", 7)]);
+        let (status, fields, body) = Response::json(&value).with_status(201).into_parts();
+        assert_eq!(status, 201);
+        assert_eq!(header(&fields, "content-type"), Some("application/json"));
+        assert_eq!(full(body), r#"{"id":7}"#);
+        // Maps with non-string keys cannot be JSON.
+        let bad = std::collections::BTreeMap::from([((1, 2), 3)]);
+        let (status, _, body) = Response::json(&bad).into_parts();
+        assert_eq!(status, 500);
+        assert!(full(body).starts_with(b"serializing the JSON body: "));
+    }
+
+    #[test]
     fn builder_mistakes_become_500() {
         for r in [
             Response::new(42),
@@ -393,15 +588,26 @@ mod tests {
             assert_eq!(header(&fields, "content-type"), Some(TEXT_PLAIN));
             let text = full(body);
             assert!(text.starts_with(b"invalid "), "{text:?}");
+            assert!(text.ends_with(b"\n"), "{text:?}");
         }
     }
 
     #[test]
-    fn result_err_becomes_500_with_text() {
+    fn errors_answer_with_their_status_and_text() {
         let r: Result<Response, String> = Err("database is down".into());
         let (status, _, body) = r.into_response().into_parts();
         assert_eq!(status, 500);
-        assert_eq!(full(body), "database is down");
+        assert_eq!(full(body), "database is down\n");
+        for (e, expect) in [
+            (Error::new(ErrorKind::BodyTooLarge, "too big"), 413),
+            (Error::new(ErrorKind::BadRequest, "bad json"), 400),
+            (Error::http(404, "no item"), 404),
+            (Error::http(1000, "bad status"), 500),
+        ] {
+            let (status, fields, _) = Err::<Response, _>(e).into_response().into_parts();
+            assert_eq!(status, expect);
+            assert_eq!(header(&fields, "content-type"), Some(TEXT_PLAIN));
+        }
         let ok: Result<Response, Error> = Ok(Response::new(202));
         assert_eq!(ok.into_response().status(), 202);
     }
