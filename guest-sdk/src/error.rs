@@ -30,6 +30,13 @@ pub enum ErrorKind {
     /// An error made with [`Error::http`]: it answers with the status it was
     /// given.
     Http,
+    /// [`fetch`](crate::fetch) got no response: the connection was refused
+    /// or timed out, too many requests were in flight, the origin broke the
+    /// protocol. Answers `502`.
+    Fetch,
+    /// [`fetch`](crate::fetch) was refused by the host: the destination is
+    /// not on the app's outbound allow-list. Answers `502`.
+    FetchDenied,
     /// Anything else; see [`Error::msg`]. Answers `500`.
     Other,
 }
@@ -88,6 +95,7 @@ impl Error {
         let status = match kind {
             ErrorKind::BodyTooLarge => 413,
             ErrorKind::BadRequest => 400,
+            ErrorKind::Fetch | ErrorKind::FetchDenied => 502,
             ErrorKind::Closed
             | ErrorKind::Io
             | ErrorKind::BadResponse

@@ -39,13 +39,15 @@
 
 mod decode;
 mod error;
+mod fetch;
 mod request;
 mod response;
 mod router;
 
 pub use bytes::Bytes;
 pub use error::{Error, ErrorKind};
-pub use http::{HeaderMap, Method, Uri};
+pub use fetch::{FetchBody, FetchResponse, fetch};
+pub use http::{self, HeaderMap, Method, Uri};
 pub use request::{Body, Request};
 pub use response::{BodyWriter, IntoResponse, Response};
 pub use router::Router;

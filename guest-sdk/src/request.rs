@@ -2,8 +2,11 @@ use crate::decode::query_pairs;
 use crate::error::{Error, ErrorKind};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use std::any::Any;
 use std::borrow::Cow;
-use wasip2::http::types::{IncomingBody, IncomingRequest, Method as WasiMethod, Scheme};
+use wasip2::http::types::{
+    IncomingBody, IncomingRequest, IncomingResponse, Method as WasiMethod, Scheme,
+};
 use wasip2::io::streams::{InputStream, StreamError};
 use wstd::runtime::AsyncPollable;
 
@@ -247,23 +250,12 @@ impl Request {
         let body = request
             .consume()
             .map_err(|()| Error::new(ErrorKind::BadRequest, "request body already taken"))?;
-        let stream = body
-            .stream()
-            .map_err(|()| Error::new(ErrorKind::BadRequest, "request body stream already taken"))?;
         Ok(Self {
             method,
             uri,
             headers,
             params: Vec::new(),
-            body: Body {
-                inner: Inner::Wasi(WasiBody {
-                    pollable: None,
-                    stream,
-                    _body: body,
-                    _request: request,
-                }),
-                content_length,
-            },
+            body: Body::from_wasi(Box::new(request), body, content_length)?,
         })
     }
 
@@ -338,10 +330,42 @@ struct WasiBody {
     pollable: Option<AsyncPollable>,
     stream: InputStream,
     _body: IncomingBody,
-    _request: IncomingRequest,
+    /// The incoming request or response the body belongs to.
+    _parent: Box<dyn Any + Send>,
 }
 
 impl Body {
+    /// The body of a [`fetch`](crate::fetch) answer.
+    pub(crate) fn from_wasi_response(
+        response: IncomingResponse,
+        content_length: Option<u64>,
+    ) -> Result<Self, Error> {
+        let body = response
+            .consume()
+            .map_err(|()| Error::msg("response body already taken"))?;
+        Self::from_wasi(Box::new(response), body, content_length)
+    }
+
+    /// A body streamed from `body`, a child of `parent`.
+    fn from_wasi(
+        parent: Box<dyn Any + Send>,
+        body: IncomingBody,
+        content_length: Option<u64>,
+    ) -> Result<Self, Error> {
+        let stream = body
+            .stream()
+            .map_err(|()| Error::msg("body stream already taken"))?;
+        Ok(Body {
+            inner: Inner::Wasi(WasiBody {
+                pollable: None,
+                stream,
+                _body: body,
+                _parent: parent,
+            }),
+            content_length,
+        })
+    }
+
     /// The next chunk of the body as it arrives (at most 64 KiB), `None` at
     /// the end of the body, or an error if the stream failed. After `None` or
     /// an error, every further call returns `None`.
@@ -542,7 +566,7 @@ fn build_uri(
         })
 }
 
-fn headers_from_entries(entries: Vec<(String, Vec<u8>)>) -> Result<HeaderMap, Error> {
+pub(crate) fn headers_from_entries(entries: Vec<(String, Vec<u8>)>) -> Result<HeaderMap, Error> {
     let mut map = HeaderMap::with_capacity(entries.len());
     for (name, value) in entries {
         let bad = |what| {
@@ -558,7 +582,7 @@ fn headers_from_entries(entries: Vec<(String, Vec<u8>)>) -> Result<HeaderMap, Er
     Ok(map)
 }
 
-fn content_length(headers: &HeaderMap) -> Option<u64> {
+pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
     headers
         .get(http::header::CONTENT_LENGTH)?
         .to_str()
