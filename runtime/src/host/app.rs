@@ -1,5 +1,5 @@
 //! An app: one validated, compiled and pre-instantiated component with its
-//! name and limits.
+//! name, limits and outbound policy.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,7 +10,9 @@ use wasmtime::component::{Component, Linker};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 
 use super::cache::ArtifactCache;
+use super::hooks::OutboundGate;
 use super::limits::Limits;
+use super::outbound::Outbound;
 use super::store::GuestState;
 
 /// The export a p2 HTTP handler provides; any 0.2.x minor version is accepted.
@@ -20,6 +22,7 @@ const INCOMING_HANDLER_P2: &str = "wasi:http/incoming-handler@0.2.";
 pub struct App {
     pub(crate) name: Arc<str>,
     pub(crate) limits: Limits,
+    pub(crate) outbound: Arc<OutboundGate>,
     pub(crate) pre: ProxyPre<GuestState>,
 }
 
@@ -55,8 +58,16 @@ impl App {
         Ok(App {
             name: name.into(),
             limits,
+            outbound: Arc::new(OutboundGate::new(Outbound::default())),
             pre,
         })
+    }
+
+    /// Lets the app's guest send outbound requests as `policy` allows
+    /// (by default it may send none).
+    pub fn with_outbound(mut self, policy: Outbound) -> App {
+        self.outbound = Arc::new(OutboundGate::new(policy));
+        self
     }
 
     /// The app's name, as it appears in logs.

@@ -57,7 +57,7 @@ impl App {
         let request =
             request.map(|body| LimitedBody::new(body, self.limits.max_body, body_exceeded.clone()));
 
-        let mut store = new_store(self.pre.engine(), &self.name, &self.limits);
+        let mut store = new_store(self.pre.engine(), &self.name, &self.limits, &self.outbound);
         let (response_tx, response_rx) = oneshot::channel();
         let scheme = match scheme {
             RequestScheme::Http => Scheme::Http,

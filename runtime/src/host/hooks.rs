@@ -1,37 +1,101 @@
-//! wedge's choices for wasi:http behaviour (`WasiHttpHooks`).
+//! wedge's choices for wasi:http behaviour (`WasiHttpHooks`): outbound
+//! requests go only where the app's [`Outbound`] policy allows, within its
+//! connect timeout and concurrency limit.
 
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+use super::outbound::Outbound;
 
 /// A chunk the guest may hand over in one write. With one buffered chunk the
 /// guest blocks once about two chunks are queued, so memory per response is
 /// bounded whatever the guest does.
 const OUTGOING_BODY_CHUNK: usize = 16 * 1024;
 
-/// Hooks installed in every request's store.
-pub struct GuestHooks;
+/// An app's outbound policy and its requests in flight, shared by all of the
+/// app's stores.
+pub(crate) struct OutboundGate {
+    policy: Outbound,
+    in_flight: Arc<Semaphore>,
+}
 
-type BoxedSendFuture = Box<
-    dyn Future<
-            Output = Result<
-                (
-                    http::Response<WasiBody>,
-                    Box<dyn Future<Output = Result<(), Error>> + Send>,
-                ),
-                Error,
-            >,
-        > + Send,
->;
+impl OutboundGate {
+    pub(crate) fn new(policy: Outbound) -> Self {
+        let in_flight = Arc::new(Semaphore::new(policy.max_concurrent));
+        OutboundGate { policy, in_flight }
+    }
+
+    /// Admits a request to `uri`, or says why not (the guest's error code).
+    fn admit(&self, app: &str, uri: &http::Uri) -> Result<OwnedSemaphorePermit, Error> {
+        let host = uri.host().ok_or(Error::HttpRequestUriInvalid)?;
+        let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        if !self.policy.allows(host, port) {
+            tracing::warn!(
+                "app `{app}`: outbound request to {host}:{port} denied (not in --allow-outbound)"
+            );
+            return Err(Error::HttpRequestDenied);
+        }
+        self.in_flight.clone().try_acquire_owned().map_err(|_| {
+            tracing::warn!(
+                "app `{app}`: outbound request to {host}:{port} refused: {} already in flight \
+                 (--outbound-max-concurrent)",
+                self.policy.max_concurrent
+            );
+            Error::ConnectionLimitReached
+        })
+    }
+}
+
+/// Hooks installed in every request's store.
+pub struct GuestHooks {
+    app: Arc<str>,
+    outbound: Arc<OutboundGate>,
+}
+
+impl GuestHooks {
+    pub(crate) fn new(app: Arc<str>, outbound: Arc<OutboundGate>) -> Self {
+        GuestHooks { app, outbound }
+    }
+}
+
+type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
+type BoxedSendFuture =
+    Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), Error>> + Send>;
 
 impl WasiHttpHooks for GuestHooks {
-    /// Outbound HTTP is not granted to guests until an allow-list names
-    /// destinations; the guest sees `HTTP-request-denied`.
+    /// Sends an allowed request with wasmtime-wasi-http's HTTP/1.1 client:
+    /// both bodies stream (the request body is pulled from the guest as the
+    /// connection takes it; the response body is read as the guest reads).
+    /// The connect timeout is the app's, or the guest's if shorter.
     fn send_request(
         &mut self,
-        _request: http::Request<WasiBody>,
-        _options: Option<RequestOptions>,
-        _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: IoFuture,
     ) -> BoxedSendFuture {
-        Box::new(async { Err(Error::HttpRequestDenied) })
+        let permit = match self.outbound.admit(&self.app, request.uri()) {
+            Ok(permit) => permit,
+            Err(err) => return Box::new(async { Err(err) }),
+        };
+        let mut options = options.unwrap_or_default();
+        let limit = self.outbound.policy.connect_timeout;
+        options.connect_timeout = Some(options.connect_timeout.map_or(limit, |t| t.min(limit)));
+        Box::new(async move {
+            use http_body_util::BodyExt;
+            let (response, io) =
+                wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
+            // The connection task lives until both bodies are done (or the
+            // guest drops the response): that is when the request stops
+            // counting against the limit.
+            let io: IoFuture = Box::new(async move {
+                let _permit = permit;
+                io.await
+            });
+            Ok((response.map(BodyExt::boxed_unsync), io))
+        })
     }
 
     fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {

@@ -10,6 +10,7 @@ mod fault;
 mod guest_log;
 mod hooks;
 pub mod limits;
+pub mod outbound;
 mod store;
 
 pub use app::App;

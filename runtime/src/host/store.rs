@@ -10,7 +10,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::guest_log::{Channel, GuestLog};
-use super::hooks::GuestHooks;
+use super::hooks::{GuestHooks, OutboundGate};
 use super::limits::Limits;
 
 /// Everything a request's `Store` holds.
@@ -110,8 +110,14 @@ impl CpuMeter {
     }
 }
 
-/// Creates the store for one request with the app's limits installed.
-pub fn new_store(engine: &wasmtime::Engine, app: &Arc<str>, limits: &Limits) -> Store<GuestState> {
+/// Creates the store for one request with the app's limits and outbound
+/// policy installed.
+pub fn new_store(
+    engine: &wasmtime::Engine,
+    app: &Arc<str>,
+    limits: &Limits,
+    outbound: &Arc<OutboundGate>,
+) -> Store<GuestState> {
     let wasi = WasiCtx::builder()
         .stdout(GuestLog::new(app.clone(), Channel::Stdout))
         .stderr(GuestLog::new(app.clone(), Channel::Stderr))
@@ -120,7 +126,7 @@ pub fn new_store(engine: &wasmtime::Engine, app: &Arc<str>, limits: &Limits) -> 
         wasi,
         http: WasiHttpCtx::new(),
         table: ResourceTable::new(),
-        hooks: GuestHooks,
+        hooks: GuestHooks::new(app.clone(), outbound.clone()),
         limiter: MemoryLimiter {
             limit: limits.memory,
             denied: false,
