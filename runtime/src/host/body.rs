@@ -106,7 +106,7 @@ pub struct GuestBody {
     trailers: Option<HeaderMap>,
     inner_done: bool,
     /// Kept so that dropping the body (peer gone) stops the guest call.
-    _call: super::dispatch::CallGuard,
+    call: super::dispatch::CallGuard,
 }
 
 impl GuestBody {
@@ -120,7 +120,23 @@ impl GuestBody {
             outcome: Some(outcome),
             trailers: None,
             inner_done: false,
-            _call: call,
+            call,
+        }
+    }
+}
+
+impl Drop for GuestBody {
+    fn drop(&mut self) {
+        // Dropping `call` stops a handler still running with no other trace:
+        // say so, once, when the body goes before the call has reported.
+        if let Some(outcome) = &mut self.outcome
+            && matches!(outcome.try_recv(), Err(oneshot::error::TryRecvError::Empty))
+        {
+            tracing::info!(
+                "app `{}`: response body dropped before the handler finished \
+                 (client gone or stream reset); handler stopped",
+                self.call.app
+            );
         }
     }
 }

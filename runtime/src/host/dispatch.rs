@@ -22,11 +22,15 @@ use super::store::new_store;
 
 /// Aborts the guest call when the response (or its body) is dropped before
 /// the call finished, e.g. because the peer went away.
-pub(crate) struct CallGuard(JoinHandle<()>);
+pub(crate) struct CallGuard {
+    call: JoinHandle<()>,
+    /// Names the app when a body cut short is logged.
+    pub(crate) app: Arc<str>,
+}
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        self.0.abort();
+        self.call.abort();
     }
 }
 
@@ -90,7 +94,10 @@ impl App {
             }
             let _ = outcome_tx.send(outcome);
         });
-        let call = CallGuard(call);
+        let call = CallGuard {
+            call,
+            app: self.name.clone(),
+        };
 
         // Prefer the response when both are ready: a guest that sets its
         // response and then traps must still have its head sent (and its body
