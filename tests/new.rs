@@ -1,5 +1,4 @@
-//! `wedge new NAME` scaffolds a guest crate that `wedge serve NAME` builds
-//! and serves.
+//! `wedge new NAME` scaffolds a guest crate that `wedge dev NAME` builds and serves.
 
 mod support;
 
@@ -18,8 +17,8 @@ fn a_new_crate_is_served_immediately() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("wedge serve greeter"));
-    let server = Server::start(&dir.join("greeter"), &[]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("wedge dev greeter"));
+    let server = Server::dev(&dir.join("greeter"), &[]);
     let out = curl(&["--fail", &format!("{}/hi", server.url)]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "Hello from /hi!\n");
 }

@@ -10,9 +10,9 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use wedge::host::{App, ArtifactCache, Limits, PoolConfig, RequestScheme, build_engine};
+use wedge::host::{App, AppSlot, ArtifactCache, Limits, PoolConfig, RequestScheme, build_engine};
 use wedge::net::h2::{ConnStats, H2Config, Handler};
-use wedge::net::response_hook::ResponseHook;
+use wedge::net::{AccessLog, Frontend};
 
 pub mod raw;
 
@@ -44,9 +44,8 @@ impl TestServer {
         Self::start(config, move |io, shutdown, config, _stats| {
             tokio::spawn(wedge::net::h2::serve(
                 io,
-                app.clone(),
+                Frontend::new(Arc::new(AppSlot::serving(app.clone())), AccessLog::Off),
                 RequestScheme::Http,
-                ResponseHook::none(),
                 shutdown,
                 config,
             ));

@@ -111,12 +111,32 @@ impl Server {
         } else {
             &["--tls-listen", "127.0.0.1:0"]
         };
-        let mut child = Command::new(wedge_bin())
+        let mut command = Command::new(wedge_bin());
+        command
             .arg("serve")
             .arg(target)
             .args(["--listen", "127.0.0.1:0"])
             .args(tls_port)
+            .args(args);
+        Self::launch(command, data_dir)
+    }
+
+    /// Starts `wedge dev DIR --port 0 --tls-port 0 ARGS...`. Guest crates of all
+    /// tests build into one target dir, so dependencies build once per run (give
+    /// each test's crate its own name: the component's file is named after it).
+    pub fn dev(dir: &Path, args: &[&str]) -> Server {
+        let mut command = Command::new(wedge_bin());
+        command
+            .arg("dev")
+            .arg(dir)
+            .args(["--port", "0", "--tls-port", "0"])
             .args(args)
+            .env("CARGO_TARGET_DIR", repo().join("target/guest-tests"));
+        Self::launch(command, &temp_dir("dev-data"))
+    }
+
+    fn launch(mut command: Command, data_dir: &Path) -> Server {
+        let mut child = command
             .env("WEDGE_DATA_DIR", data_dir)
             .env("WEDGE_LOG", "info")
             .stdin(Stdio::null())
@@ -308,4 +328,31 @@ pub fn sha256(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// Runs `wedge new NAME` in `dir` and returns the crate's directory.
+pub fn new_crate(dir: &Path, name: &str) -> PathBuf {
+    let out = Command::new(wedge_bin())
+        .args(["new", name])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "wedge new {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.join(name)
+}
+
+/// Polls `probe` until it returns `Some` (bounded: a build may be in between).
+pub fn poll_until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        if let Some(found) = probe() {
+            return found;
+        }
+        assert!(std::time::Instant::now() < deadline, "never saw {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

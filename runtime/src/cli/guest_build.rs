@@ -1,6 +1,6 @@
 //! Builds a guest crate directory into a component with cargo.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -14,63 +14,165 @@ pub struct Built {
     pub wasm: PathBuf,
 }
 
-/// Runs `cargo build --release --target wasm32-wasip2` in `dir`, showing
-/// cargo's progress and errors, and returns the component it produced.
-pub fn build(dir: &Path) -> Result<Built> {
+/// A build that produced no component, with what the build said about it.
+#[derive(Debug)]
+pub struct BuildFailed {
+    /// One line for the log and the command line.
+    pub summary: String,
+    /// The compiler's (and cargo's) error messages, without colour codes.
+    pub errors: String,
+}
+
+impl std::fmt::Display for BuildFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.summary)
+    }
+}
+
+impl std::error::Error for BuildFailed {}
+
+impl BuildFailed {
+    fn new(summary: String) -> Self {
+        BuildFailed {
+            errors: summary.clone(),
+            summary,
+        }
+    }
+}
+
+/// Runs `cargo build --release --target wasm32-wasip2` in `dir`, showing cargo's
+/// progress and the compiler's messages on stderr as they come, and returns the
+/// component it produced, or the errors it printed.
+pub fn build(dir: &Path) -> Result<Built, BuildFailed> {
     let manifest = dir.join("Cargo.toml");
     if !manifest.is_file() {
-        bail!(
+        return Err(BuildFailed::new(format!(
             "{} is a directory without a Cargo.toml (expected a guest crate)",
             dir.display()
-        );
+        )));
     }
     let manifest = manifest
         .canonicalize()
-        .with_context(|| format!("cannot resolve {}", manifest.display()))?;
-    ensure_wasm_target()?;
+        .map_err(|err| BuildFailed::new(format!("cannot resolve {}: {err}", manifest.display())))?;
+    ensure_wasm_target().map_err(|err| BuildFailed::new(format!("{err:#}")))?;
     eprintln!("wedge: building {} for {WASM_TARGET}", dir.display());
+    run_cargo(dir, &manifest)
+}
+
+fn run_cargo(dir: &Path, manifest: &Path) -> Result<Built, BuildFailed> {
+    // Diagnostics come back as JSON so they can be both shown and kept for the
+    // error page; coloured when they are shown on a terminal.
+    let format = if std::io::stderr().is_terminal() {
+        "--message-format=json-diagnostic-rendered-ansi"
+    } else {
+        "--message-format=json"
+    };
     let mut child = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["build", "--release", "--target", WASM_TARGET])
+        .args(["build", "--release", "--target", WASM_TARGET, format])
         .arg("--manifest-path")
-        .arg(&manifest)
-        .arg("--message-format=json-render-diagnostics")
+        .arg(manifest)
         // The crate's own .cargo/config.toml applies only from inside it.
         .current_dir(dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
-        .context("cannot run cargo (is Rust installed?)")?;
+        .map_err(|err| BuildFailed::new(format!("cannot run cargo (is Rust installed?): {err}")))?;
+    // cargo's own messages (progress, manifest errors) arrive on stderr.
+    let stderr = child.stderr.take().expect("piped");
+    let cargo_errors = std::thread::spawn(move || relay_cargo_stderr(stderr));
     let mut built = None;
+    let mut errors = String::new();
     if let Some(stdout) = child.stdout.take() {
-        for line in BufReader::new(stdout).lines() {
-            let line = line.context("reading cargo's output")?;
-            if let Some(artifact) = component_artifact(&line, &manifest) {
-                built = Some(artifact);
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            match message(&line, manifest) {
+                Some(Message::Artifact(artifact)) => built = Some(artifact),
+                Some(Message::Diagnostic { rendered, error }) => {
+                    let _ = std::io::stderr().write_all(rendered.as_bytes());
+                    if error {
+                        errors.push_str(&strip_ansi(&rendered));
+                    }
+                }
+                None => {}
             }
         }
     }
-    let status = child.wait().context("waiting for cargo")?;
-    if !status.success() {
-        bail!(
-            "building {} failed (cargo's errors are above)",
-            dir.display()
-        );
+    let status = child.wait();
+    errors.push_str(&cargo_errors.join().unwrap_or_default());
+    let failed = |summary: String| BuildFailed {
+        summary,
+        errors: errors.clone(),
+    };
+    match status {
+        Ok(status) if status.success() => {}
+        Ok(_) => {
+            return Err(failed(format!(
+                "building {} failed (cargo's errors are above)",
+                dir.display()
+            )));
+        }
+        Err(err) => return Err(failed(format!("waiting for cargo: {err}"))),
     }
-    built.with_context(|| {
-        format!(
+    built.ok_or_else(|| {
+        BuildFailed::new(format!(
             "{} built, but produced no component: its Cargo.toml needs `[lib] crate-type = [\"cdylib\"]`",
             dir.display()
-        )
+        ))
     })
 }
 
-/// Picks the cdylib `.wasm` of the crate at `manifest` out of one line of
-/// cargo's JSON messages.
-fn component_artifact(line: &str, manifest: &Path) -> Option<Built> {
-    let msg: serde_json::Value = serde_json::from_str(line).ok()?;
-    if msg["reason"] != "compiler-artifact" {
-        return None;
+/// Copies cargo's stderr through and returns its error lines: from the first line
+/// starting with `error` on (progress lines before it are not errors).
+fn relay_cargo_stderr(stderr: impl std::io::Read) -> String {
+    let mut errors = String::new();
+    for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        eprintln!("{line}");
+        let plain = strip_ansi(&line);
+        if !errors.is_empty() || plain.starts_with("error") {
+            errors.push_str(&plain);
+            errors.push('\n');
+        }
     }
+    errors
+}
+
+/// What one line of cargo's JSON output means to us.
+#[derive(Debug, PartialEq)]
+enum Message {
+    /// The cdylib `.wasm` of the crate being built.
+    Artifact(Built),
+    /// A compiler message, rendered as rustc would print it.
+    Diagnostic { rendered: String, error: bool },
+}
+
+impl std::fmt::Debug for Built {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at {}", self.name, self.wasm.display())
+    }
+}
+
+impl PartialEq for Built {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.wasm == other.wasm
+    }
+}
+
+fn message(line: &str, manifest: &Path) -> Option<Message> {
+    let msg: serde_json::Value = serde_json::from_str(line).ok()?;
+    match msg["reason"].as_str()? {
+        "compiler-artifact" => component_artifact(&msg, manifest).map(Message::Artifact),
+        "compiler-message" => {
+            let rendered = msg["message"]["rendered"].as_str()?.to_string();
+            let error = msg["message"]["level"]
+                .as_str()
+                .is_some_and(|level| level.starts_with("error"));
+            Some(Message::Diagnostic { rendered, error })
+        }
+        _ => None,
+    }
+}
+
+/// The cdylib `.wasm` of the crate at `manifest`, from a compiler-artifact message.
+fn component_artifact(msg: &serde_json::Value, manifest: &Path) -> Option<Built> {
     let from_this_crate = msg["manifest_path"].as_str().map(Path::new) == Some(manifest);
     let is_cdylib = msg["target"]["kind"]
         .as_array()?
@@ -88,6 +190,27 @@ fn component_artifact(line: &str, manifest: &Path) -> Option<Built> {
         name: msg["target"]["name"].as_str()?.to_string(),
         wasm: PathBuf::from(wasm),
     })
+}
+
+/// Removes ANSI escape sequences (`ESC [ ... letter`), for text shown outside a terminal.
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // CSI: ESC '[' parameters... final byte in '@'..='~'.
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Installs the wasm target with rustup when it is missing.
@@ -114,4 +237,49 @@ fn ensure_wasm_target() -> Result<()> {
         bail!("`rustup target add {WASM_TARGET}` failed");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MANIFEST: &str = "/src/greeter/Cargo.toml";
+
+    #[test]
+    fn picks_the_crates_cdylib_artifact() {
+        let line = r#"{"reason":"compiler-artifact","manifest_path":"/src/greeter/Cargo.toml","target":{"kind":["cdylib"],"name":"greeter"},"filenames":["/t/greeter.d","/t/greeter.wasm"]}"#;
+        let Some(Message::Artifact(built)) = message(line, Path::new(MANIFEST)) else {
+            panic!("no artifact");
+        };
+        assert_eq!(built.name, "greeter");
+        assert_eq!(built.wasm, Path::new("/t/greeter.wasm"));
+        let dependency = line.replace("/src/greeter/", "/registry/wstd/");
+        assert_eq!(message(&dependency, Path::new(MANIFEST)), None);
+    }
+
+    #[test]
+    fn keeps_errors_apart_from_warnings_without_colour() {
+        let error = r#"{"reason":"compiler-message","message":{"level":"error","rendered":"\u001b[1m\u001b[38;5;9merror\u001b[0m: expected `;`\n"}}"#;
+        let warning = r#"{"reason":"compiler-message","message":{"level":"warning","rendered":"warning: unused\n"}}"#;
+        let Some(Message::Diagnostic { rendered, error }) = message(error, Path::new(MANIFEST))
+        else {
+            panic!("no diagnostic");
+        };
+        assert!(error);
+        assert_eq!(strip_ansi(&rendered), "error: expected `;`\n");
+        let Some(Message::Diagnostic { error, .. }) = message(warning, Path::new(MANIFEST)) else {
+            panic!("no diagnostic");
+        };
+        assert!(!error);
+    }
+
+    #[test]
+    fn cargo_stderr_errors_start_at_the_first_error_line() {
+        let stderr =
+            "   Compiling greeter v0.1.0\nerror: failed to parse manifest\n  caused by: x\n";
+        assert_eq!(
+            relay_cargo_stderr(stderr.as_bytes()),
+            "error: failed to parse manifest\n  caused by: x\n"
+        );
+    }
 }

@@ -1,10 +1,14 @@
 //! The `wedge` command line.
 
+mod dev;
 mod guest_build;
 mod h2_args;
 mod h3_args;
+mod host_args;
 mod new;
+mod outbound_args;
 mod serve;
+mod server;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +34,9 @@ enum Command {
     /// Serve a component (.wasm) or a guest crate directory (built with cargo).
     // Boxed: serve's many engine flags would make every `Command` that big.
     Serve(Box<serve::ServeArgs>),
+    /// Build a guest crate, serve it over HTTP/1.1, HTTP/2 and HTTP/3, and rebuild
+    /// and reload it whenever its sources change.
+    Dev(Box<dev::DevArgs>),
     /// Create a guest crate for a new handler.
     New(new::NewArgs),
 }
@@ -43,6 +50,7 @@ pub fn main() -> ExitCode {
     init_logging();
     let result = match cli.command {
         Command::Serve(args) => serve::run(*args),
+        Command::Dev(args) => dev::run(*args),
         Command::New(args) => new::run(args),
     };
     match result {

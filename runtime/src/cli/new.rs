@@ -1,4 +1,4 @@
-//! `wedge new NAME`: scaffolds a guest crate that `wedge serve NAME` serves.
+//! `wedge new NAME`: scaffolds a guest crate that `wedge dev NAME` serves.
 
 use std::path::{Path, PathBuf};
 
@@ -41,7 +41,7 @@ pub fn run(args: NewArgs) -> Result<()> {
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     println!(
-        "created `{}`: edit {}/src/lib.rs, then run `wedge serve {}`",
+        "created `{}`: edit {}/src/lib.rs, then run `wedge dev {}`",
         args.name, args.name, args.name
     );
     Ok(())

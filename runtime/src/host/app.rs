@@ -48,12 +48,14 @@ impl App {
         let elapsed = started.elapsed().as_millis();
         if from_cache {
             tracing::info!("loaded app `{name}` from the precompiled cache in {elapsed} ms");
-        } else {
+        } else if cache.is_enabled() {
             // Only a component that passed validation is worth keeping.
             cache.store(engine, wasm, &component);
             tracing::info!(
                 "compiled app `{name}` in {elapsed} ms (stored in the precompiled cache)"
             );
+        } else {
+            tracing::info!("compiled app `{name}` in {elapsed} ms");
         }
         Ok(App {
             name: name.into(),

@@ -12,7 +12,9 @@ use wasmtime::component::Component;
 /// Where precompiled artifacts live.
 #[derive(Debug, Clone)]
 pub struct ArtifactCache {
-    dir: PathBuf,
+    /// `None`: nothing is cached (`wedge dev`'s reloads, each a new component that
+    /// would only pile up on disk).
+    dir: Option<PathBuf>,
 }
 
 /// Feeds `Hash` output into SHA-256 so the key is stable across processes.
@@ -30,22 +32,34 @@ impl Hasher for Sha256Hasher {
 impl ArtifactCache {
     /// A cache stored under `dir` (created on first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        ArtifactCache { dir: dir.into() }
+        ArtifactCache {
+            dir: Some(dir.into()),
+        }
+    }
+
+    /// A cache that holds nothing and stores nothing.
+    pub fn disabled() -> Self {
+        ArtifactCache { dir: None }
+    }
+
+    /// Whether components are stored.
+    pub fn is_enabled(&self) -> bool {
+        self.dir.is_some()
     }
 
     /// The file a component's artifact is stored in for this engine.
-    fn path_for(&self, engine: &Engine, wasm: &[u8]) -> PathBuf {
+    fn path_for(&self, dir: &Path, engine: &Engine, wasm: &[u8]) -> PathBuf {
         let mut hasher = Sha256Hasher(Sha256::new());
         engine.precompile_compatibility_hash().hash(&mut hasher);
         hasher.0.update(wasm);
         let digest = hasher.0.finalize();
         let name: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        self.dir.join(format!("{name}.cwasm"))
+        dir.join(format!("{name}.cwasm"))
     }
 
     /// The precompiled component for `wasm`, if the cache holds a usable one.
     pub fn load(&self, engine: &Engine, wasm: &[u8]) -> Option<Component> {
-        let path = self.path_for(engine, wasm);
+        let path = self.path_for(self.dir.as_ref()?, engine, wasm);
         if !path.exists() {
             return None;
         }
@@ -67,20 +81,20 @@ impl ArtifactCache {
     /// Stores a component compiled from `wasm`; failure only costs a
     /// recompilation next time, so it is logged, not returned.
     pub fn store(&self, engine: &Engine, wasm: &[u8], component: &Component) {
-        let path = self.path_for(engine, wasm);
-        if let Err(err) = self.write(&path, component) {
+        let Some(dir) = &self.dir else { return };
+        let path = self.path_for(dir, engine, wasm);
+        if let Err(err) = write(dir, &path, component) {
             tracing::warn!("could not cache the compiled component: {err:#}");
         }
     }
+}
 
-    fn write(&self, path: &Path, component: &Component) -> Result<()> {
-        let bytes = component.serialize()?;
-        std::fs::create_dir_all(&self.dir)
-            .with_context(|| format!("creating {}", self.dir.display()))?;
-        // Write then rename, so a crash never leaves a half-written artifact.
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-        Ok(())
-    }
+fn write(dir: &Path, path: &Path, component: &Component) -> Result<()> {
+    let bytes = component.serialize()?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Write then rename, so a crash never leaves a half-written artifact.
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
 }

@@ -3,6 +3,7 @@
 
 mod app;
 mod body;
+mod build_failure;
 mod cache;
 mod dispatch;
 mod engine;
@@ -11,12 +12,15 @@ mod guest_log;
 mod hooks;
 pub mod limits;
 pub mod outbound;
+mod slot;
 mod store;
 
 pub use app::App;
 pub use body::{BodyError, ResponseBody};
+pub use build_failure::BuildFailure;
 pub use cache::ArtifactCache;
 pub use dispatch::{RequestScheme, plain};
 pub use engine::{PoolConfig, build_engine};
 pub use fault::Fault;
 pub use limits::Limits;
+pub use slot::{AppSlot, Serving};

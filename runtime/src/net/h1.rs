@@ -1,7 +1,6 @@
 //! HTTP/1.1 connections, served by hyper and dispatched to the host.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
@@ -11,8 +10,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
-use super::response_hook::ResponseHook;
-use crate::host::{App, RequestScheme};
+use super::frontend::Frontend;
+use crate::host::RequestScheme;
 
 /// How long a client may take to send a request head.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -21,21 +20,15 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// signalled, in which case the request in flight finishes first.
 pub async fn serve<IO>(
     io: IO,
-    app: Arc<App>,
+    frontend: Frontend,
     scheme: RequestScheme,
-    hook: ResponseHook,
     mut shutdown: watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |request: hyper::Request<Incoming>| {
-        let app = app.clone();
-        let hook = hook.clone();
-        async move {
-            let mut response = app.handle(request, scheme).await;
-            hook.apply(&mut response);
-            Ok::<_, Infallible>(response)
-        }
+        let frontend = frontend.clone();
+        async move { Ok::<_, Infallible>(frontend.respond(request, scheme).await) }
     });
     let connection = http1::Builder::new()
         .keep_alive(true)

@@ -4,16 +4,15 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use wedge_proto::h2;
 
+use super::frontend::Frontend;
 use super::request_body::RequestBody;
-use super::response_hook::ResponseHook;
-use crate::host::{App, RequestScheme, ResponseBody, plain};
+use crate::host::{RequestScheme, ResponseBody, plain};
 
 /// A request head as an engine's core decoded it: pseudo-headers and fields.
 pub trait RequestHeadView {
@@ -59,14 +58,19 @@ pub trait Handler<Head = h2::conn::RequestHead>: Send + 'static {
 
 /// Dispatches to a wasm app through the host bridge.
 pub struct AppHandler {
-    app: Arc<App>,
+    frontend: Frontend,
     scheme: RequestScheme,
-    hook: ResponseHook,
+    /// HTTP/2 or HTTP/3: what the request says it arrived over (the access log shows it).
+    version: http::Version,
 }
 
 impl AppHandler {
-    pub fn new(app: Arc<App>, scheme: RequestScheme, hook: ResponseHook) -> Self {
-        AppHandler { app, scheme, hook }
+    pub fn new(frontend: Frontend, scheme: RequestScheme, version: http::Version) -> Self {
+        AppHandler {
+            frontend,
+            scheme,
+            version,
+        }
     }
 }
 
@@ -77,22 +81,16 @@ impl<Head: RequestHeadView> Handler<Head> for AppHandler {
     type Future = AppFuture;
 
     fn call(&self, head: &Head, body: RequestBody) -> AppFuture {
-        let hook = self.hook.clone();
-        let request = match to_http(head, body, self.scheme) {
+        let request = match to_http(head, body, self.scheme, self.version) {
             Ok(request) => request,
             Err(err) => {
-                let mut response = plain(StatusCode::BAD_REQUEST, format!("bad request: {err}\n"));
-                hook.apply(&mut response);
-                return Box::pin(std::future::ready(response));
+                let response = plain(StatusCode::BAD_REQUEST, format!("bad request: {err}\n"));
+                return Box::pin(std::future::ready(self.frontend.finish(response)));
             }
         };
-        let app = self.app.clone();
+        let frontend = self.frontend.clone();
         let scheme = self.scheme;
-        Box::pin(async move {
-            let mut response = app.handle(request, scheme).await;
-            hook.apply(&mut response);
-            response
-        })
+        Box::pin(async move { frontend.respond(request, scheme).await })
     }
 }
 
@@ -102,6 +100,7 @@ fn to_http(
     head: &impl RequestHeadView,
     body: RequestBody,
     scheme: RequestScheme,
+    version: http::Version,
 ) -> Result<Request<RequestBody>, http::Error> {
     let scheme = match head.scheme() {
         b"" => match scheme {
@@ -121,7 +120,10 @@ fn to_http(
         None => http::Uri::builder(),
     };
     let uri = uri.path_and_query(head.path()).build()?;
-    let request = Request::builder().method(head.method()).uri(uri);
+    let request = Request::builder()
+        .method(head.method())
+        .uri(uri)
+        .version(version);
     with_fields(request, head.fields()).body(body)
 }
 

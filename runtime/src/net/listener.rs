@@ -14,13 +14,14 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use super::frontend::Frontend;
 use super::h2::H2Config;
 use super::h3::H3Config;
 use super::response_hook::ResponseHook;
 use super::rewind::Rewind;
 use super::sniff::{Cleartext, sniff};
 use super::tls::{self, Negotiated};
-use crate::host::{App, RequestScheme};
+use crate::host::RequestScheme;
 
 /// How long a new connection may take to say which protocol it speaks
 /// (TLS handshake, or the first bytes on the cleartext port).
@@ -44,7 +45,8 @@ pub struct H3Server {
 /// What every connection task needs.
 #[derive(Clone)]
 struct Shared {
-    app: Arc<App>,
+    /// Cleartext's way to the app; TLS connections add their response hook.
+    frontend: Frontend,
     h2: Arc<H2Config>,
     shutdown: watch::Receiver<bool>,
 }
@@ -105,7 +107,7 @@ impl Listeners {
     /// HTTP/3 was bound.
     pub async fn serve(
         mut self,
-        app: Arc<App>,
+        frontend: Frontend,
         h2: Arc<H2Config>,
         acceptor: Option<TlsAcceptor>,
         h3: Option<H3Server>,
@@ -132,16 +134,20 @@ impl Listeners {
             .context("starting HTTP/3")?;
             connections.spawn(super::h3::serve(
                 endpoint,
-                app.clone(),
+                frontend.clone(),
                 h3.config,
                 shutdown_rx.clone(),
             ));
             tls_hook = ResponseHook::advertise_h3(port);
         }
         let shared = Shared {
-            app,
+            frontend,
             h2,
             shutdown: shutdown_rx,
+        };
+        let tls_shared = Shared {
+            frontend: shared.frontend.with_hook(tls_hook),
+            ..shared.clone()
         };
         tokio::pin!(stop);
         loop {
@@ -154,8 +160,7 @@ impl Listeners {
                 }
                 accepted = accept(self.tls.as_ref()) => {
                     if let (Some(stream), Some(acceptor)) = (accepted, &acceptor) {
-                        let hook = tls_hook.clone();
-                        connections.spawn(tls_connection(stream, acceptor.clone(), shared.clone(), hook));
+                        connections.spawn(tls_connection(stream, acceptor.clone(), tls_shared.clone()));
                     }
                 }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -230,36 +235,31 @@ async fn plain_connection(mut stream: TcpStream, mut shared: Shared) {
     };
     let io = Rewind::new(prefix, stream);
     match protocol {
-        Cleartext::H1 => serve_h1(io, shared, RequestScheme::Http, ResponseHook::none()).await,
-        Cleartext::H2c => serve_h2(io, shared, RequestScheme::Http, ResponseHook::none()).await,
+        Cleartext::H1 => serve_h1(io, shared, RequestScheme::Http).await,
+        Cleartext::H2c => serve_h2(io, shared, RequestScheme::Http).await,
     }
 }
 
-async fn tls_connection(
-    stream: TcpStream,
-    acceptor: TlsAcceptor,
-    mut shared: Shared,
-    hook: ResponseHook,
-) {
+async fn tls_connection(stream: TcpStream, acceptor: TlsAcceptor, mut shared: Shared) {
     let Some(tls) = before_shutdown(&mut shared.shutdown, acceptor.accept(stream)).await else {
         return;
     };
     match tls::negotiated(tls.get_ref().1) {
-        Negotiated::H1 => serve_h1(tls, shared, RequestScheme::Https, hook).await,
-        Negotiated::H2 => serve_h2(tls, shared, RequestScheme::Https, hook).await,
+        Negotiated::H1 => serve_h1(tls, shared, RequestScheme::Https).await,
+        Negotiated::H2 => serve_h2(tls, shared, RequestScheme::Https).await,
     }
 }
 
-async fn serve_h1<IO>(io: IO, shared: Shared, scheme: RequestScheme, hook: ResponseHook)
+async fn serve_h1<IO>(io: IO, shared: Shared, scheme: RequestScheme)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    super::h1::serve(io, shared.app, scheme, hook, shared.shutdown).await
+    super::h1::serve(io, shared.frontend, scheme, shared.shutdown).await
 }
 
-async fn serve_h2<IO>(io: IO, shared: Shared, scheme: RequestScheme, hook: ResponseHook)
+async fn serve_h2<IO>(io: IO, shared: Shared, scheme: RequestScheme)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    super::h2::serve(io, shared.app, scheme, hook, shared.shutdown, shared.h2).await
+    super::h2::serve(io, shared.frontend, scheme, shared.shutdown, shared.h2).await
 }

@@ -1,6 +1,8 @@
 //! IO drivers: listeners, TLS, and the protocol engines that run on them.
 
+pub mod access_log;
 pub mod cert;
+pub mod frontend;
 pub mod h1;
 pub mod h2;
 pub mod h3;
@@ -13,4 +15,6 @@ mod rewind;
 mod sniff;
 pub mod tls;
 
+pub use access_log::AccessLog;
+pub use frontend::Frontend;
 pub use listener::Listeners;

@@ -29,9 +29,9 @@ pub use crate::net::handler::{AppHandler, Handler};
 pub use crate::net::request_body::{BodyGone, ConnStats, RequestBody};
 pub use config::H2Config;
 
-use crate::host::{App, RequestScheme};
+use crate::host::RequestScheme;
+use crate::net::frontend::Frontend;
 use crate::net::request_body::{Inbox, InboxPool};
-use crate::net::response_hook::ResponseHook;
 use response::{Outgoing, Progress};
 use write_queue::WriteQueue;
 
@@ -40,16 +40,15 @@ use write_queue::WriteQueue;
 /// last stream taken and the streams in flight finish.
 pub async fn serve<IO>(
     io: IO,
-    app: Arc<App>,
+    frontend: Frontend,
     scheme: RequestScheme,
-    hook: ResponseHook,
     shutdown: watch::Receiver<bool>,
     config: Arc<H2Config>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let stats = Arc::new(ConnStats::default());
-    let handler = AppHandler::new(app, scheme, hook);
+    let handler = AppHandler::new(frontend, scheme, http::Version::HTTP_2);
     serve_with(io, handler, shutdown, config, stats).await
 }
 

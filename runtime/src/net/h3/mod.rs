@@ -16,17 +16,17 @@ use wedge_proto::h3::ErrorCode;
 
 pub use config::H3Config;
 
-use crate::host::{App, RequestScheme};
+use crate::host::RequestScheme;
+use crate::net::frontend::Frontend;
 use crate::net::handler::AppHandler;
 use crate::net::request_body::ConnStats;
-use crate::net::response_hook::ResponseHook;
 
 /// Accepts QUIC connections on `endpoint` until `shutdown`; then takes no new ones,
 /// lets each connection send GOAWAY and finish its requests, and waits for the
 /// endpoint to fall idle.
 pub async fn serve(
     endpoint: quinn::Endpoint,
-    app: Arc<App>,
+    frontend: Frontend,
     config: Arc<H3Config>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -36,8 +36,9 @@ pub async fn serve(
         tokio::select! {
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
-                // Alt-Svc is for the TCP listener's clients: HTTP/3 ones have found it.
-                let handler = AppHandler::new(app.clone(), RequestScheme::Https, ResponseHook::none());
+                // Alt-Svc is for the TCP listener's clients (the frontend has no hook):
+                // HTTP/3 ones have found it.
+                let handler = AppHandler::new(frontend.clone(), RequestScheme::Https, http::Version::HTTP_3);
                 connections.spawn(connection::serve(
                     incoming,
                     handler,

@@ -1,0 +1,90 @@
+//! `wedge dev [DIR]`: builds a guest crate, serves it on h1/h2c and TLS (h1/h2/h3),
+//! watches its sources and swaps in each successful rebuild.
+
+mod reload;
+mod watch;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use clap::Args;
+
+use super::host_args::HostArgs;
+use super::server::{self, Addresses, Started};
+use crate::host::AppSlot;
+use crate::net::AccessLog;
+use reload::Reloader;
+
+#[derive(Args)]
+pub struct DevArgs {
+    /// The guest crate to build, serve and watch.
+    #[arg(default_value = ".")]
+    dir: PathBuf,
+
+    /// Port for HTTP/1.1 and h2c on 127.0.0.1.
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+
+    /// Port for TLS (HTTP/1.1 and HTTP/2 by ALPN) and HTTP/3 (UDP) on 127.0.0.1.
+    #[arg(long, default_value_t = 8443)]
+    tls_port: u16,
+
+    /// Serve cleartext only (no TLS listener).
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
+    no_tls: bool,
+
+    #[command(flatten)]
+    host: HostArgs,
+}
+
+pub fn run(args: DevArgs) -> Result<()> {
+    let dir = args.dir.clone();
+    if !dir.is_dir() {
+        bail!(
+            "{} is not a directory (expected a guest crate)",
+            dir.display()
+        );
+    }
+    if !dir.join("Cargo.toml").is_file() {
+        bail!(
+            "{} has no Cargo.toml (expected a guest crate; `wedge new NAME` makes one)",
+            dir.display()
+        );
+    }
+    let name = crate_dir_name(&dir);
+    let local = |port| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let addresses = Addresses {
+        plain: Some(local(args.port)),
+        tls: (!args.no_tls).then(|| local(args.tls_port)),
+        // The development certificate is for `localhost`.
+        tls_host: args.host.tls_cert.is_none().then_some("localhost"),
+    };
+    server::run(
+        &args.host,
+        addresses,
+        AccessLog::for_stderr(),
+        |host| async move {
+            let slot_name = name.clone();
+            let mut reloader = Reloader::new(dir.clone(), host);
+            // Watching starts before the first build so no save is missed.
+            let changes = watch::watch(&dir)?;
+            let first = reloader.first_version().await;
+            let slot = Arc::new(AppSlot::new(first));
+            tokio::spawn(reloader.run(slot.clone(), changes));
+            Ok(Started {
+                name: slot_name,
+                slot,
+            })
+        },
+    )
+}
+
+/// The crate directory's name, for the start-up line before the crate has built.
+fn crate_dir_name(dir: &std::path::Path) -> String {
+    dir.canonicalize()
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| dir.display().to_string())
+}

@@ -1,0 +1,110 @@
+//! Rebuilds the crate when its sources change and swaps the new version into the
+//! slot; a failed build keeps the last good version serving.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use super::watch::Changes;
+use crate::cli::guest_build;
+use crate::cli::server::Host;
+use crate::host::{App, AppSlot, ArtifactCache, BuildFailure, Serving};
+
+/// Builds and loads versions of one crate.
+pub struct Reloader {
+    dir: PathBuf,
+    host: Host,
+    /// The SHA-256 of the component served now: a rebuild that changes nothing
+    /// (a save without edits) is not swapped in.
+    loaded: Option<[u8; 32]>,
+}
+
+impl Reloader {
+    pub fn new(dir: PathBuf, host: Host) -> Self {
+        Reloader {
+            dir,
+            host,
+            loaded: None,
+        }
+    }
+
+    /// The version to serve first: the app, or the build's errors.
+    pub async fn first_version(&mut self) -> Serving {
+        // The first version is worth caching: restarting `wedge dev` on an unchanged
+        // crate then skips compilation.
+        let cache = self.host.cache.clone();
+        match self.build_and_load(cache).await {
+            Ok(Some(app)) => Serving::App(app),
+            Ok(None) => unreachable!("nothing was loaded before the first version"),
+            Err(failure) => {
+                tracing::warn!(
+                    "`{}` failed to build; requests get a 500 page with the errors until a build succeeds",
+                    failure.app
+                );
+                Serving::BuildFailed(Arc::new(failure))
+            }
+        }
+    }
+
+    /// Rebuilds on every change, forever (until the server's runtime stops).
+    pub async fn run(mut self, slot: Arc<AppSlot>, changes: Changes) {
+        loop {
+            changes.next().await;
+            tracing::info!("change in {}: rebuilding", self.dir.display());
+            // Each edit is a new component: caching them would only fill the disk.
+            match self.build_and_load(ArtifactCache::disabled()).await {
+                Ok(Some(app)) => {
+                    let name = app.name().to_string();
+                    slot.replace(Serving::App(app));
+                    tracing::info!("reloaded `{name}`: new requests get the new version");
+                }
+                Ok(None) => tracing::info!("rebuilt: the component did not change"),
+                Err(failure) if slot.has_app() => tracing::warn!(
+                    "`{}` failed to build; still serving the last version that built",
+                    failure.app
+                ),
+                Err(failure) => {
+                    tracing::warn!("`{}` still fails to build", failure.app);
+                    slot.replace(Serving::BuildFailed(Arc::new(failure)));
+                }
+            }
+        }
+    }
+
+    /// Builds the crate and loads its component, unless it is the one served now
+    /// (`Ok(None)`).
+    async fn build_and_load(
+        &mut self,
+        cache: ArtifactCache,
+    ) -> Result<Option<Arc<App>>, BuildFailure> {
+        let app_name = super::crate_dir_name(&self.dir);
+        let failure = |errors: String| BuildFailure {
+            app: app_name.clone(),
+            errors,
+        };
+        let dir = self.dir.clone();
+        let built = tokio::task::spawn_blocking(move || guest_build::build(&dir))
+            .await
+            .map_err(|err| failure(format!("the build task failed: {err}")))?
+            .map_err(|err| failure(err.errors))?;
+        let wasm = std::fs::read(&built.wasm)
+            .map_err(|err| failure(format!("cannot read {}: {err}", built.wasm.display())))?;
+        let digest: [u8; 32] = Sha256::digest(&wasm).into();
+        if self.loaded == Some(digest) {
+            return Ok(None);
+        }
+        let engine = self.host.engine.clone();
+        let limits = self.host.limits.clone();
+        let outbound = self.host.outbound.clone();
+        let app = tokio::task::spawn_blocking(move || {
+            App::load(&engine, &cache, &built.name, &wasm, limits)
+                .map(|app| app.with_outbound(outbound))
+        })
+        .await
+        .map_err(|err| failure(format!("the load task failed: {err}")))?
+        .map_err(|err| failure(format!("{err:#}")))?;
+        self.loaded = Some(digest);
+        Ok(Some(Arc::new(app)))
+    }
+}

@@ -1,0 +1,80 @@
+//! The flags `wedge serve` and `wedge dev` share: per-request limits, TLS material,
+//! draining, the data dir, the HTTP/2 and HTTP/3 engines' settings and outbound HTTP.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::h2_args::H2Args;
+use super::h3_args::H3Args;
+use super::outbound_args::OutboundArgs;
+use crate::host::Limits;
+
+#[derive(Args)]
+pub struct HostArgs {
+    /// PEM certificate chain for TLS; without it wedge uses a self-signed
+    /// development certificate for localhost kept in the data dir.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key for --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Linear memory per instance (e.g. 128MiB).
+    #[arg(long, default_value = "128MiB", value_parser = parse_size)]
+    memory: u64,
+
+    /// CPU time per request: time spent running guest code, not waiting.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    cpu_time: Duration,
+
+    /// Wall-clock time per request.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    wall_time: Duration,
+
+    /// Largest request body accepted (e.g. 100MiB).
+    #[arg(long, default_value = "100MiB", value_parser = parse_size)]
+    max_body: u64,
+
+    /// On Ctrl-C/SIGTERM, how long requests in flight may take to finish.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub drain_timeout: Duration,
+
+    /// Where wedge keeps its data (precompiled components, certificates).
+    #[arg(long, env = "WEDGE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub h2: H2Args,
+
+    #[command(flatten)]
+    pub h3: H3Args,
+
+    #[command(flatten)]
+    pub outbound: OutboundArgs,
+}
+
+impl HostArgs {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            memory: self.memory,
+            cpu_time: self.cpu_time,
+            wall_time: self.wall_time,
+            max_body: self.max_body,
+        }
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.data_dir
+            .clone()
+            .unwrap_or_else(super::default_data_dir)
+    }
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    text.parse::<bytesize::ByteSize>()
+        .map(|size| size.as_u64())
+        .map_err(|err| format!("`{text}` is not a size like 128MiB: {err}"))
+}

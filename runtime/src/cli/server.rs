@@ -1,0 +1,168 @@
+//! Runs wedge's listeners around an app slot: what `wedge serve` and `wedge dev` share
+//! (binding, the engine, TLS and HTTP/3 set-up, the start-up line, draining on a signal).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use wasmtime::Engine;
+
+use super::host_args::HostArgs;
+use crate::host::outbound::Outbound;
+use crate::host::{self, AppSlot, ArtifactCache, Limits, PoolConfig};
+use crate::net::listener::H3Server;
+use crate::net::{AccessLog, Frontend, Listeners, cert, tls};
+
+/// What an app is loaded with.
+pub struct Host {
+    pub engine: Engine,
+    pub cache: ArtifactCache,
+    pub limits: Limits,
+    /// Where the app's guest may send HTTP requests.
+    pub outbound: Outbound,
+}
+
+/// Where to listen, and how to name the TLS address in URLs.
+pub struct Addresses {
+    pub plain: Option<SocketAddr>,
+    pub tls: Option<SocketAddr>,
+    /// Printed instead of the TLS address's IP (e.g. `localhost`, which the
+    /// development certificate names).
+    pub tls_host: Option<&'static str>,
+}
+
+/// What `start` hands back: the app's name and the slot to serve.
+pub struct Started {
+    pub name: String,
+    pub slot: Arc<AppSlot>,
+}
+
+/// Binds `addresses`, runs `start` to get the app, serves until Ctrl-C/SIGTERM and
+/// drains. A busy port is reported before anything is compiled.
+pub fn run<F, Fut>(
+    args: &HostArgs,
+    addresses: Addresses,
+    access_log: AccessLog,
+    start: F,
+) -> Result<()>
+where
+    F: FnOnce(Host) -> Fut,
+    Fut: Future<Output = Result<Started>>,
+{
+    let limits = args.limits();
+    let data_dir = args.data_dir();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let h3 = args.h3.to_config().filter(|_| addresses.tls.is_some());
+    // Operator certificates are input: check them before anything else runs.
+    let operator_key = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(cert::load_pem(cert, key)?),
+        _ => None,
+    };
+    runtime.block_on(async move {
+        let listeners = Listeners::bind(addresses.plain, addresses.tls, h3.is_some()).await?;
+        let engine = host::build_engine(&PoolConfig {
+            max_memory: limits.memory,
+            ..PoolConfig::default()
+        })?;
+        let cache = ArtifactCache::new(data_dir.join("precompiled"));
+        let started = start(Host {
+            engine,
+            cache,
+            limits,
+            outbound: args.outbound.to_policy(),
+        })
+        .await?;
+        let key = match addresses.tls {
+            Some(_) => Some(certified_key(operator_key, &data_dir)?),
+            None => None,
+        };
+        let acceptor = key.as_ref().map(tls::acceptor).transpose()?;
+        let h3 = match (h3, &key) {
+            (Some(config), Some(key)) => Some(H3Server {
+                quinn: config.server_config(key)?,
+                config: Arc::new(config),
+            }),
+            _ => None,
+        };
+        println!(
+            "wedge: serving `{}` on {}",
+            started.name,
+            urls(&listeners, addresses.tls_host)
+        );
+        listeners
+            .serve(
+                Frontend::new(started.slot, access_log),
+                Arc::new(args.h2.to_config()),
+                acceptor,
+                h3,
+                shutdown_signal(),
+                args.drain_timeout,
+            )
+            .await?;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+/// The TLS listener's (and HTTP/3's) certificate: the given PEM files or the
+/// development certificate.
+fn certified_key(
+    operator_key: Option<cert::CertifiedKey>,
+    data_dir: &Path,
+) -> Result<cert::CertifiedKey> {
+    match operator_key {
+        Some(key) => Ok(key),
+        None => {
+            let dev = cert::dev_cert(data_dir)?;
+            let verb = if dev.created { "created" } else { "using" };
+            tracing::info!(
+                "TLS: {verb} a self-signed development certificate for localhost, {}; \
+                 trust it with `curl --cacert {}` (or use `curl -k`)",
+                dev.cert.display(),
+                dev.cert.display()
+            );
+            cert::load_pem(&dev.cert, &dev.key)
+        }
+    }
+}
+
+/// The URLs wedge serves on, for the start-up line.
+fn urls(listeners: &Listeners, tls_host: Option<&str>) -> String {
+    let mut urls = Vec::new();
+    if let Some(addr) = listeners.plain_addr() {
+        urls.push(format!("http://{addr}/"));
+    }
+    if let Some(addr) = listeners.tls_addr() {
+        match tls_host {
+            Some(host) => urls.push(format!("https://{host}:{}/", addr.port())),
+            None => urls.push(format!("https://{addr}/")),
+        }
+    }
+    let mut line = urls.join(" and ");
+    if let Some(addr) = listeners.h3_addr() {
+        line.push_str(&format!(" (h3 on udp {})", addr.port()));
+    }
+    line
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(err) => {
+            tracing::warn!("cannot watch SIGTERM: {err}");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down: no new connections, finishing requests in flight");
+}

@@ -1,0 +1,78 @@
+//! The version of an app a listener serves now. `wedge dev` swaps it when a rebuild
+//! succeeds: each request takes the version current when it arrived and keeps it to
+//! the end, so requests in flight finish on the old version while new ones get the new.
+
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::Body;
+
+use super::app::App;
+use super::body::ResponseBody;
+use super::build_failure::BuildFailure;
+use super::dispatch::RequestScheme;
+
+/// What a slot holds: an app, or the reason there is none yet.
+#[derive(Clone)]
+pub enum Serving {
+    App(Arc<App>),
+    /// The app's first build failed: requests get a page showing why.
+    BuildFailed(Arc<BuildFailure>),
+}
+
+/// One app's current version, replaced atomically.
+// A std RwLock, not a crate: readers only clone an Arc out, uncontended except
+// during a swap, and a swap happens once per rebuild.
+pub struct AppSlot {
+    current: RwLock<Serving>,
+}
+
+impl AppSlot {
+    pub fn new(serving: Serving) -> Self {
+        AppSlot {
+            current: RwLock::new(serving),
+        }
+    }
+
+    /// A slot that always serves `app`.
+    pub fn serving(app: Arc<App>) -> Self {
+        Self::new(Serving::App(app))
+    }
+
+    /// What requests arriving now are served by.
+    pub fn current(&self) -> Serving {
+        // A writer cannot panic while holding the lock (it only assigns).
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Serves `serving` from the next request on; returns what was served before.
+    pub fn replace(&self, serving: Serving) -> Serving {
+        let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+        std::mem::replace(&mut *current, serving)
+    }
+
+    /// Whether an app (rather than a build failure) is being served.
+    pub fn has_app(&self) -> bool {
+        matches!(self.current(), Serving::App(_))
+    }
+
+    /// Answers one request with the version current now.
+    pub async fn handle<B>(
+        &self,
+        request: Request<B>,
+        scheme: RequestScheme,
+    ) -> Response<ResponseBody>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<wasmtime_wasi_http::Error>,
+    {
+        match self.current() {
+            Serving::App(app) => app.handle(request, scheme).await,
+            Serving::BuildFailed(failure) => failure.response(request.headers()),
+        }
+    }
+}
