@@ -781,3 +781,6 @@ fn closed_critical(_: ClosedCritical) -> End {
 fn connection_error(err: ConnectionError) -> End {
     End::Error(err.0)
 }
+
+#[cfg(test)]
+mod tests;

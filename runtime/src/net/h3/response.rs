@@ -184,8 +184,9 @@ fn section_size<'f>(fields: impl Iterator<Item = (&'f [u8], &'f [u8])>) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use bytes::Bytes;
     use http::HeaderMap;
@@ -198,9 +199,15 @@ mod tests {
     use crate::net::cert::{dev_cert, load_pem};
     use crate::net::h3::H3Config;
 
-    /// A connected pair of quinn connections on localhost: (server, client).
-    async fn pair() -> (quinn::Connection, quinn::Connection, Vec<quinn::Endpoint>) {
-        let dir = std::env::temp_dir().join(format!("wedge-h3-response-{}", std::process::id()));
+    /// A connected pair of quinn connections on 127.0.0.1, the server's configured by
+    /// `config`: (server, client, the endpoints to keep alive).
+    pub(in crate::net::h3) async fn pair(
+        config: &H3Config,
+    ) -> (quinn::Connection, quinn::Connection, Vec<quinn::Endpoint>) {
+        // One directory per call: tests run side by side in this process.
+        static CALLS: AtomicUsize = AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("wedge-h3-pair-{}-{call}", std::process::id()));
         let cert = dev_cert(&dir).unwrap();
         let key = load_pem(&cert.cert, &cert.key).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
@@ -208,7 +215,7 @@ mod tests {
         for c in &key.chain {
             roots.add(c.clone()).unwrap();
         }
-        let server_config = H3Config::default().server_config(&key).unwrap();
+        let server_config = config.server_config(&key).unwrap();
         let server =
             quinn::Endpoint::server(server_config, "127.0.0.1:0".parse().unwrap()).unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -232,7 +239,7 @@ mod tests {
 
     #[tokio::test]
     async fn trailers_past_the_clients_limit_reset_the_stream_with_h3_internal_error() {
-        let (server, client, _endpoints) = pair().await;
+        let (server, client, _endpoints) = pair(&H3Config::default()).await;
         let (mut client_send, mut client_recv) = client.open_bi().await.unwrap();
         client_send.write_all(b"x").await.unwrap();
         let (mut send, _recv) = server.accept_bi().await.unwrap();

@@ -391,6 +391,12 @@ impl Connection {
         self.pools.give_back_head(head);
     }
 
+    /// Request streams the core still keeps state for: those still receiving, not yet
+    /// ended or reset. A driver that retires a stream early must leave none behind.
+    pub fn open_requests(&self) -> usize {
+        self.requests.len()
+    }
+
     /// Records a connection error: every later call reports it.
     fn check(&mut self, result: Result<(), H3Error>) -> Result<(), ConnectionError> {
         match result {
