@@ -1,5 +1,6 @@
 //! Shared pieces of the HTTP/3 tests: a running server with its data directory
-//! (where its development certificate is) and QUIC connections that trust it.
+//! (where its development certificate is), QUIC connections that trust it, and
+//! requests over them through the `h3` crate.
 
 #![allow(dead_code)] // each test binary uses its own subset
 
@@ -8,6 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::{Buf, Bytes};
+use h3::client::{RequestStream, SendRequest};
+use http::{Request, StatusCode};
 use quinn::crypto::rustls::QuicClientConfig;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -74,4 +78,78 @@ fn client_config(ca: &Path, stream_window: Option<u32>) -> quinn::ClientConfig {
     }
     config.transport_config(Arc::new(transport));
     config
+}
+
+/// Requests on one HTTP/3 connection (the `h3` crate's client).
+pub type Requests = SendRequest<h3_quinn::OpenStreams, Bytes>;
+
+impl H3Server {
+    /// A new connection speaking HTTP/3 through the `h3` crate. `stream_window`
+    /// bounds what the server may send on a stream before we read.
+    pub async fn connect_with(&self, stream_window: Option<u32>) -> Requests {
+        let quic = self.connect_quic_with(stream_window).await;
+        let (mut driver, requests) = h3::client::new(h3_quinn::Connection::new(quic))
+            .await
+            .expect("HTTP/3 connection");
+        tokio::spawn(async move {
+            let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+        });
+        requests
+    }
+
+    /// A new HTTP/3 connection with default windows.
+    pub async fn connect(&self) -> Requests {
+        self.connect_with(None).await
+    }
+}
+
+/// A request for `path` on the server (`https://localhost`).
+pub fn request(method: &str, path: &str) -> Request<()> {
+    Request::builder()
+        .method(method)
+        .uri(format!("https://localhost{path}"))
+        .body(())
+        .unwrap()
+}
+
+/// Sends `method path` with `body` (if any) while reading the response: the upload
+/// and the download run side by side, as an echo needs.
+pub async fn exchange(
+    requests: &mut Requests,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+) -> (StatusCode, Vec<u8>) {
+    let stream = requests.send_request(request(method, path)).await.unwrap();
+    let (mut upload, mut download) = stream.split();
+    let send = async move {
+        if let Some(body) = body {
+            for chunk in body.chunks(64 * 1024) {
+                upload
+                    .send_data(Bytes::copy_from_slice(chunk))
+                    .await
+                    .unwrap();
+            }
+        }
+        upload.finish().await.unwrap();
+    };
+    let ((), answer) = tokio::join!(send, read_response(&mut download));
+    answer
+}
+
+/// The response's status and whole body.
+pub async fn read_response<S: h3::quic::RecvStream>(
+    stream: &mut RequestStream<S, Bytes>,
+) -> (StatusCode, Vec<u8>) {
+    let response = stream.recv_response().await.unwrap();
+    let mut body = Vec::new();
+    while let Some(mut chunk) = stream.recv_data().await.unwrap() {
+        while chunk.has_remaining() {
+            let part = chunk.chunk();
+            body.extend_from_slice(part);
+            let n = part.len();
+            chunk.advance(n);
+        }
+    }
+    (response.status(), body)
 }
