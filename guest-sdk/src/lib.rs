@@ -28,8 +28,8 @@
 //! `404` and `405` answered for you. Handlers may return
 //! `Result<Response, Error>`: an [`Error`] becomes a response with its
 //! status (a body over a [`Body::read_to_end`] limit is a `413`, invalid
-//! JSON a `400`). The `json` feature adds [`Request::json`] and
-//! [`Response::json`] (serde).
+//! JSON a `400`). The `json` feature adds `Request::json` and
+//! `Response::json` (serde).
 //!
 //! Under the hood this is a thin layer over [`wstd`], the Bytecode
 //! Alliance's async runtime for WASI 0.2: handlers run on its single-threaded

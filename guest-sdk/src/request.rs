@@ -21,7 +21,7 @@ const MAX_PREALLOC: usize = 1024 * 1024;
 /// [`Router`](crate::Router) matched, and its body as a stream.
 ///
 /// The body is not read until you ask for it with [`Request::into_body`] (or
-/// [`Request::json`] with the `json` feature).
+/// `Request::json` with the `json` feature).
 ///
 /// ```no_run
 /// use wedge_sdk::{Request, Response};

@@ -17,7 +17,7 @@ type StreamFn = Box<dyn FnOnce(BodyWriter) -> Pin<Box<dyn Future<Output = Result
 /// buffer or written by an async closure ([`Response::stream`]).
 ///
 /// Build one from a body constructor ([`Response::text`], [`Response::html`],
-/// [`Response::bytes`], [`Response::json`] with the `json` feature,
+/// [`Response::bytes`], `Response::json` with the `json` feature,
 /// [`Response::stream`]) or from [`Response::new`], then chain
 /// [`with_status`](Response::with_status),
 /// [`with_header`](Response::with_header) and
