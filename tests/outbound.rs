@@ -263,3 +263,20 @@ fn a_bad_allow_outbound_pattern_is_one_line_and_exit_2() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_refused_connection_is_a_502_and_logged_with_the_app() {
+    // A port nothing listens on any more: connecting is refused at once.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let proxy = proxy(&closed, &[]);
+    let (status, body) = status_and_body(&[&through(&proxy.server, &closed)]);
+    assert_eq!(status, "502", "{body}");
+    assert!(body.contains("connection refused"), "{body}");
+    proxy
+        .server
+        .wait_for_log("app `proxy`: outbound connection failed: ");
+}

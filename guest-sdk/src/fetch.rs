@@ -326,6 +326,9 @@ async fn send_body(body: FetchBody, wasi_body: OutgoingBody) {
                 eprintln!("wedge-sdk: fetch: finishing the request body failed: {e:?}");
             }
         }
+        // Closed: the request failed or the origin stopped reading; fetch's
+        // caller hears why from the response side.
+        Err(e) if e.kind() == ErrorKind::Closed => {}
         Err(e) => eprintln!("wedge-sdk: fetch: request body aborted: {e}"),
     }
 }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::outbound::Outbound;
@@ -96,6 +97,17 @@ impl WasiHttpHooks for GuestHooks {
             });
             Ok((response.map(BodyExt::boxed_unsync), io))
         })
+    }
+
+    // The default hooks log these without saying whose request it was.
+    fn p2_error_from_connect(&mut self, err: &std::io::Error) -> ErrorCode {
+        tracing::warn!("app `{}`: outbound connection failed: {err}", self.app);
+        ErrorCode::ConnectionRefused
+    }
+
+    fn p2_error_from_hyper(&mut self, err: &hyper::Error) -> ErrorCode {
+        tracing::warn!("app `{}`: outbound request failed: {err}", self.app);
+        ErrorCode::HttpProtocolError
     }
 
     fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
