@@ -12,6 +12,7 @@ mod guest_log;
 mod hooks;
 pub mod limits;
 pub mod outbound;
+pub mod routes;
 mod slot;
 mod store;
 
@@ -23,4 +24,5 @@ pub use dispatch::{RequestScheme, plain};
 pub use engine::{PoolConfig, build_engine};
 pub use fault::Fault;
 pub use limits::Limits;
+pub use routes::{DuplicateRoute, Route, RouteTable};
 pub use slot::{AppSlot, Serving};
