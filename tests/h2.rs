@@ -7,9 +7,12 @@ mod support;
 use std::time::Duration;
 
 use bytes::Bytes;
+use h2_support::raw::Raw;
 use h2_support::{TestServer, app, get, post, read_body, send_body};
-use support::{pattern, sha256};
+use support::{Server, example, pattern, sha256};
+use tokio::net::TcpStream;
 use wedge::net::h2::H2Config;
+use wedge_proto::h2::frame::{FrameType, flags};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hello_answers_200_with_the_exact_body() {
@@ -181,4 +184,66 @@ async fn shutdown_sends_goaway_and_lets_the_request_in_flight_finish() {
     assert_eq!(body, b"slept 2000\n");
     // Then the server closes the connection.
     assert!(raw.next().await.is_none());
+}
+
+/// The status and body of the response on `stream`, read to its end; a reset after the
+/// head shows as a body ending in `<reset>`.
+async fn response_on(raw: &mut Raw<TcpStream>, stream: u32) -> (String, Vec<u8>) {
+    let mut status = String::new();
+    let mut body = Vec::new();
+    while let Some(frame) = raw.next().await {
+        if frame.kind == FrameType::Headers as u8 {
+            // Decoded whatever its stream: HPACK state follows every head.
+            let decoded = raw.status(&frame);
+            if frame.stream == stream {
+                status = decoded;
+            }
+        }
+        if frame.stream != stream {
+            continue;
+        }
+        if frame.kind == FrameType::Data as u8 {
+            body.extend_from_slice(&frame.payload);
+        }
+        if frame.kind == FrameType::RstStream as u8 {
+            body.extend_from_slice(b"<reset>");
+            break;
+        }
+        if frame.flags & flags::END_STREAM != 0 {
+            break;
+        }
+    }
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_past_the_apps_limit_that_arrived_before_the_head_gets_413() {
+    // The real binary: the limit is the app's (`--max-body`), not the engine's.
+    let server = Server::start(&example("echo"), &["--max-body", "6KiB"]);
+    let mut raw = Raw::new(TcpStream::connect(server.authority()).await.unwrap());
+    raw.settings_ack();
+    // No content-length; HEADERS and two DATA frames of 4 KiB in one write, so all of
+    // the body is in wedge's hands before the guest answers. The echo sets its head,
+    // reads the first 4 KiB (within the limit) and waits for them to go out before it
+    // reads on: the head must still become a 413, as on HTTP/1.1, every time.
+    for stream in (1..40).step_by(2) {
+        raw.post(stream, "/")
+            .data(stream, &[b'y'; 4096], false)
+            .data(stream, &[b'y'; 4096], true);
+        raw.flush().await;
+        let (status, body) = response_on(&mut raw, stream).await;
+        let cut = if body.ends_with(b"<reset>") {
+            ", then a reset"
+        } else {
+            ""
+        };
+        assert_eq!(status, "413", "{} octets of body{cut}", body.len());
+        assert!(body.starts_with(b"413 Payload Too Large"));
+    }
+    raw.post(41, "/").data(41, b"small", true);
+    raw.flush().await;
+    assert_eq!(
+        response_on(&mut raw, 41).await,
+        ("200".to_string(), b"small".to_vec())
+    );
 }

@@ -2,8 +2,7 @@
 //! and the response body that ends cleanly only if the guest call succeeded.
 
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
@@ -14,23 +13,60 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use super::fault::Fault;
 
-/// A request body that fails once more than `limit` bytes arrived, and
-/// records that it did so the host can answer 413.
-pub struct LimitedBody<B> {
-    inner: B,
-    remaining: u64,
+/// A request body that fails once more than `limit` octets were read from it. Whether
+/// the guest's response head is sent or replaced by a 413 is [`OverLimit`]'s to say.
+pub struct LimitedBody<B>(Arc<Limited<B>>);
+
+/// The host's view of a [`LimitedBody`] the guest owns.
+pub struct OverLimit<B>(Arc<Limited<B>>);
+
+struct Limited<B> {
     limit: u64,
-    exceeded: Arc<AtomicBool>,
+    reading: Mutex<Reading<B>>,
+}
+
+struct Reading<B> {
+    inner: B,
+    /// Octets handed to the guest so far.
+    read: u64,
+    /// A chunk would have taken `read` past the limit: the body failed.
+    exceeded: bool,
+}
+
+impl<B> Limited<B> {
+    fn lock(&self) -> MutexGuard<'_, Reading<B>> {
+        // A panic while it was held leaves nothing half-changed: the counts stay usable.
+        self.reading.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl<B> LimitedBody<B> {
-    pub fn new(inner: B, limit: u64, exceeded: Arc<AtomicBool>) -> Self {
-        LimitedBody {
-            inner,
-            remaining: limit,
+    /// `inner` limited to `limit` octets, and the host's view of it.
+    pub fn new(inner: B, limit: u64) -> (Self, OverLimit<B>) {
+        let limited = Arc::new(Limited {
             limit,
-            exceeded,
-        }
+            reading: Mutex::new(Reading {
+                inner,
+                read: 0,
+                exceeded: false,
+            }),
+        });
+        (LimitedBody(limited.clone()), OverLimit(limited))
+    }
+}
+
+impl<B: Body> OverLimit<B> {
+    /// Whether the body is over its limit: the guest read past it, or more has arrived
+    /// than the limit leaves (the body's size hint counts what waits to be read). Asked
+    /// when the guest's head comes, so a body found too large before the head left
+    /// gets a 413 whether or not the guest has read that far: HTTP/2 and HTTP/3 hand
+    /// the body over in pieces, and the head may be taken between two of them.
+    pub fn get(&self) -> bool {
+        let reading = self.0.lock();
+        let arrived = reading
+            .read
+            .saturating_add(reading.inner.size_hint().lower());
+        reading.exceeded || arrived > self.0.limit
     }
 }
 
@@ -43,34 +79,35 @@ where
     type Error = wasmtime_wasi_http::Error;
 
     fn poll_frame(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let this = &mut *self;
-        let frame = match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+        let limit = self.0.limit;
+        let mut reading = self.0.lock();
+        let frame = match ready!(Pin::new(&mut reading.inner).poll_frame(cx)) {
             None => return Poll::Ready(None),
             Some(Err(err)) => return Poll::Ready(Some(Err(err.into()))),
             Some(Ok(frame)) => frame,
         };
         if let Some(data) = frame.data_ref() {
-            let len = data.len() as u64;
-            if len > this.remaining {
-                this.exceeded.store(true, Ordering::Relaxed);
+            let read = reading.read + data.len() as u64;
+            if read > limit {
+                reading.exceeded = true;
                 return Poll::Ready(Some(Err(wasmtime_wasi_http::Error::HttpRequestBodySize(
-                    Some(this.limit),
+                    Some(limit),
                 ))));
             }
-            this.remaining -= len;
+            reading.read = read;
         }
         Poll::Ready(Some(Ok(frame)))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.0.lock().inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.0.lock().inner.size_hint()
     }
 }
 

@@ -3,7 +3,6 @@
 //! guest never sees frames.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
@@ -57,9 +56,9 @@ impl App {
         {
             return too_large(self.limits.max_body);
         }
-        let body_exceeded = Arc::new(AtomicBool::new(false));
-        let request =
-            request.map(|body| LimitedBody::new(body, self.limits.max_body, body_exceeded.clone()));
+        let (parts, body) = request.into_parts();
+        let (body, body_exceeded) = LimitedBody::new(body, self.limits.max_body);
+        let request = Request::from_parts(parts, body);
 
         let mut store = new_store(self.pre.engine(), &self.name, &self.limits, &self.outbound);
         let (response_tx, response_rx) = oneshot::channel();
@@ -106,25 +105,23 @@ impl App {
             biased;
             response = response_rx => response,
             outcome = &mut outcome_rx => {
-                return self.fault_response(&self.unanswered(outcome), &body_exceeded);
+                return self.fault_response(&self.unanswered(outcome), body_exceeded.get());
             }
         };
         match response {
-            Ok(Ok(response)) if !body_exceeded.load(Ordering::Relaxed) => {
-                response.map(|body: HyperOutgoingBody| {
-                    ResponseBody::Guest(GuestBody::new(body, outcome_rx, call))
-                })
-            }
+            Ok(Ok(response)) if !body_exceeded.get() => response.map(|body: HyperOutgoingBody| {
+                ResponseBody::Guest(GuestBody::new(body, outcome_rx, call))
+            }),
             Ok(Ok(_)) => too_large(self.limits.max_body),
             Ok(Err(code)) => {
                 let fault = Fault::GuestError(describe_error_code(&code));
                 tracing::warn!("app `{}`: {fault}", self.name);
-                self.fault_response(&fault, &body_exceeded)
+                self.fault_response(&fault, body_exceeded.get())
             }
             Err(_) => {
                 // The outparam was dropped unset: the call has ended.
                 let outcome = outcome_rx.await;
-                self.fault_response(&self.unanswered(outcome), &body_exceeded)
+                self.fault_response(&self.unanswered(outcome), body_exceeded.get())
             }
         }
     }
@@ -141,8 +138,8 @@ impl App {
         fault
     }
 
-    fn fault_response(&self, fault: &Fault, body_exceeded: &AtomicBool) -> Response<ResponseBody> {
-        if body_exceeded.load(Ordering::Relaxed) {
+    fn fault_response(&self, fault: &Fault, body_exceeded: bool) -> Response<ResponseBody> {
+        if body_exceeded {
             return too_large(self.limits.max_body);
         }
         let status = fault.status();

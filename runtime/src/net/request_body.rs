@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
-use http_body::{Body, Frame};
+use http_body::{Body, Frame, SizeHint};
 
 /// Counters a connection keeps; tests read them to assert on memory, not on time.
 #[derive(Debug, Default)]
@@ -300,6 +300,19 @@ impl Body for RequestBody {
                 state.ended && state.is_empty()
             }
         }
+    }
+
+    /// At least what has arrived and waits to be read: the host weighs it against the
+    /// app's body limit when the response head comes (`host::body::OverLimit`).
+    fn size_hint(&self) -> SizeHint {
+        let Some(inbox) = &self.inbox else {
+            return SizeHint::with_exact(0);
+        };
+        let state = inbox.lock();
+        let waiting = state.chunks.iter().map(Bytes::len).sum::<usize>() + state.tail.len();
+        let mut hint = SizeHint::new();
+        hint.set_lower(waiting as u64);
+        hint
     }
 }
 
