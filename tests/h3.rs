@@ -477,29 +477,78 @@ async fn closed_with(quic: &quinn::Connection) -> u64 {
     }
 }
 
+/// A frame of type `ty` (below 64) carrying `payload` (below 64 octets).
+fn short_frame(ty: u8, payload: &[u8]) -> Vec<u8> {
+    assert!(ty < 64 && payload.len() < 64, "one-octet varints");
+    let mut frame = vec![ty, payload.len() as u8];
+    frame.extend_from_slice(payload);
+    frame
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_malformed_request_is_reset_with_h3_message_error() {
+async fn each_malformed_request_is_reset_with_h3_message_error() {
     let server = start("hello", &[]);
     let quic = server.connect_quic().await;
-    // GET_SLASH plus a field with an uppercase name (RFC 9114 §4.2).
-    let mut section = GET_SLASH.to_vec();
-    section.extend_from_slice(&[0x25]);
-    section.extend_from_slice(b"X-Big");
-    section.extend_from_slice(&[0x01, b'a']);
-    let (mut send, mut recv) = quic.open_bi().await.unwrap();
-    let mut frame = vec![0x01, section.len() as u8];
-    frame.extend_from_slice(&section);
-    send.write_all(&frame).await.unwrap();
-    send.finish().unwrap();
-    match recv.read_to_end(1 << 20).await {
-        Err(quinn::ReadToEndError::Read(quinn::ReadError::Reset(code))) => {
-            assert_eq!(code.into_inner(), 0x10e, "H3_MESSAGE_ERROR")
+    let with = |extra: &[u8]| [&GET_SLASH[..], extra].concat();
+    // :method GET, :scheme https, :authority localhost, and what follows.
+    let without_path = b"\x00\x00\xd1\xd7\x50\x09localhost";
+    // POST / declaring a 1-octet body (content-length by static name, 0x54).
+    let post = b"\x00\x00\xd4\xd7\xc1\x50\x09localhost\x54\x011";
+    let cases: [(&str, Vec<u8>); 5] = [
+        // RFC 9114 §4.2: field names are lowercase.
+        (
+            "an uppercase name",
+            short_frame(0x01, &with(b"\x25X-Big\x01a")),
+        ),
+        // §4.2: connection-specific fields (a literal name of 10 octets: 7 + 3).
+        (
+            "a connection-specific field",
+            short_frame(0x01, &with(b"\x27\x03connection\x05close")),
+        ),
+        // §4.3: pseudo-header fields come first.
+        (
+            "a pseudo-header after a regular field",
+            short_frame(0x01, &[&without_path[..], b"\x23x-a\x01b\xc1"].concat()),
+        ),
+        // §4.3.1: a request has a :path.
+        ("no :path", short_frame(0x01, without_path)),
+        // §4.1.2: the body must be as long as its content-length says.
+        (
+            "a body longer than its content-length",
+            [short_frame(0x01, post), short_frame(0x00, b"xy")].concat(),
+        ),
+    ];
+    for (case, wire) in cases {
+        let (mut send, mut recv) = quic.open_bi().await.unwrap();
+        send.write_all(&wire).await.unwrap();
+        send.finish().unwrap();
+        match recv.read_to_end(1 << 20).await {
+            Err(quinn::ReadToEndError::Read(quinn::ReadError::Reset(code))) => {
+                assert_eq!(code.into_inner(), 0x10e, "{case}: H3_MESSAGE_ERROR")
+            }
+            other => panic!("{case}: expected a reset, got {other:?}"),
         }
-        other => panic!("expected a reset, got {other:?}"),
+        // A stream error: the connection still serves.
+        let answer = exchange_by_hand(&quic, &GET_SLASH).await;
+        assert!(
+            answer.windows(14).any(|w| w == b"Hello, world!\n"),
+            "{case}"
+        );
     }
-    // A stream error: the connection still serves.
-    let answer = exchange_by_hand(&quic, &GET_SLASH).await;
-    assert!(answer.windows(14).any(|w| w == b"Hello, world!\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_setting_closes_the_connection_with_h3_settings_error() {
+    let server = start("hello", &[]);
+    let quic = server.connect_quic().await;
+    let mut control = quic.open_uni().await.unwrap();
+    // Control stream type, then SETTINGS carrying SETTINGS_ENABLE_PUSH (0x02), which
+    // HTTP/3 reserves (RFC 9114 §7.2.4.1).
+    control
+        .write_all(&[&[0x00][..], &short_frame(0x04, &[0x02, 0x00])].concat())
+        .await
+        .unwrap();
+    assert_eq!(closed_with(&quic).await, 0x109, "H3_SETTINGS_ERROR");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
