@@ -10,7 +10,9 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use wedge::host::{App, AppSlot, ArtifactCache, Limits, PoolConfig, RequestScheme, build_engine};
+use wedge::host::{
+    App, ArtifactCache, Limits, PoolConfig, RequestScheme, Serving, Site, Tenant, build_engine,
+};
 use wedge::net::h2::{ConnStats, H2Config, Handler};
 use wedge::net::{AccessLog, Frontend};
 
@@ -31,6 +33,11 @@ pub fn app(name: &str) -> Arc<App> {
     Arc::new(App::load(engine(), &cache, name, &wasm, Limits::default()).unwrap())
 }
 
+/// A site of `app` alone.
+fn site(app: &Arc<App>) -> Site {
+    Site::single(Arc::new(Tenant::new(app.name(), Serving::App(app.clone()))))
+}
+
 /// A listener on 127.0.0.1 serving every connection with `wedge::net::h2`.
 pub struct TestServer {
     pub addr: SocketAddr,
@@ -44,7 +51,7 @@ impl TestServer {
         Self::start(config, move |io, shutdown, config, _stats| {
             tokio::spawn(wedge::net::h2::serve(
                 io,
-                Frontend::new(Arc::new(AppSlot::serving(app.clone())), AccessLog::Off),
+                Frontend::new(Arc::new(site(&app)), AccessLog::Off),
                 RequestScheme::Http,
                 shutdown,
                 config,

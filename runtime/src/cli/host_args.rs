@@ -5,11 +5,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use clap::builder::TypedValueParser;
 
 use super::h2_args::H2Args;
 use super::h3_args::H3Args;
 use super::outbound_args::OutboundArgs;
 use crate::host::Limits;
+use crate::host::admission::{self, AdmissionLimits};
 
 #[derive(Args)]
 pub struct HostArgs {
@@ -38,6 +40,19 @@ pub struct HostArgs {
     #[arg(long, default_value = "100MiB", value_parser = parse_size)]
     max_body: u64,
 
+    /// Instances of the app running at once; more requests wait in a queue.
+    #[arg(long, default_value_t = admission::DEFAULT_MAX_CONCURRENT,
+          value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
+    max_concurrent: usize,
+
+    /// Requests that may wait for an instance; more get 503 with Retry-After.
+    #[arg(long, default_value_t = admission::DEFAULT_QUEUE)]
+    queue: usize,
+
+    /// How long a request may wait for an instance before it gets 503.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    queue_timeout: Duration,
+
     /// On Ctrl-C/SIGTERM, how long requests in flight may take to finish.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
@@ -63,6 +78,14 @@ impl HostArgs {
             cpu_time: self.cpu_time,
             wall_time: self.wall_time,
             max_body: self.max_body,
+        }
+    }
+
+    pub fn admission(&self) -> AdmissionLimits {
+        AdmissionLimits {
+            max_concurrent: self.max_concurrent,
+            queue: self.queue,
+            queue_timeout: self.queue_timeout,
         }
     }
 

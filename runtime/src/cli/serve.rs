@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::host_args::HostArgs;
 use super::server::{self, Addresses, Started};
-use crate::host::{App, AppSlot};
+use crate::host::{App, Serving, Site, Tenant};
 use crate::net::AccessLog;
 
 #[derive(Args)]
@@ -54,15 +54,19 @@ pub fn run(args: ServeArgs) -> Result<()> {
     server::run(&args.host, addresses, access_log, |host| async move {
         // Compiling is CPU-bound and can take seconds for big components.
         let app = tokio::task::spawn_blocking(move || {
-            App::load(&host.engine, &host.cache, &name, &wasm, host.limits)
-                .map(|app| app.with_outbound(host.outbound))
+            App::load(&host.engine, &host.cache, &name, &wasm, host.limits).map(|app| {
+                app.with_outbound(host.outbound)
+                    .with_admission(host.admission)
+            })
         })
         .await
         .context("loading the component")?
         .with_context(|| format!("{}", wasm_path.display()))?;
+        let name = app.name().to_string();
+        let tenant = Tenant::new(&name, Serving::App(Arc::new(app)));
         Ok(Started {
-            name: app.name().to_string(),
-            slot: Arc::new(AppSlot::serving(Arc::new(app))),
+            name,
+            site: Arc::new(Site::single(Arc::new(tenant))),
         })
     })
 }

@@ -9,8 +9,9 @@ use anyhow::{Context, Result};
 use wasmtime::Engine;
 
 use super::host_args::HostArgs;
+use crate::host::admission::Admission;
 use crate::host::outbound::Outbound;
-use crate::host::{self, AppSlot, ArtifactCache, Limits, PoolConfig};
+use crate::host::{self, ArtifactCache, Limits, PoolConfig, Site};
 use crate::net::listener::H3Server;
 use crate::net::{AccessLog, Frontend, Listeners, cert, tls};
 
@@ -21,6 +22,8 @@ pub struct Host {
     pub limits: Limits,
     /// Where the app's guest may send HTTP requests.
     pub outbound: Outbound,
+    /// The app's instance slots and queue (one for all its versions).
+    pub admission: Arc<Admission>,
 }
 
 /// Where to listen, and how to name the TLS address in URLs.
@@ -32,10 +35,10 @@ pub struct Addresses {
     pub tls_host: Option<&'static str>,
 }
 
-/// What `start` hands back: the app's name and the slot to serve.
+/// What `start` hands back: a name for the start-up line and the site to serve.
 pub struct Started {
     pub name: String,
-    pub slot: Arc<AppSlot>,
+    pub site: Arc<Site>,
 }
 
 /// Binds `addresses`, runs `start` to get the app, serves until Ctrl-C/SIGTERM and
@@ -74,6 +77,7 @@ where
             cache,
             limits,
             outbound: args.outbound.to_policy(),
+            admission: Arc::new(Admission::new(args.admission())),
         })
         .await?;
         let key = match addresses.tls {
@@ -95,7 +99,7 @@ where
         );
         listeners
             .serve(
-                Frontend::new(started.slot, access_log),
+                Frontend::new(started.site, access_log),
                 Arc::new(args.h2.to_config()),
                 acceptor,
                 h3,

@@ -1,5 +1,5 @@
 //! An app: one validated, compiled and pre-instantiated component with its
-//! name, limits and outbound policy.
+//! name, limits, admission and outbound policy.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -9,6 +9,7 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 
+use super::admission::Admission;
 use super::cache::ArtifactCache;
 use super::hooks::OutboundGate;
 use super::limits::Limits;
@@ -23,6 +24,8 @@ pub struct App {
     pub(crate) name: Arc<str>,
     pub(crate) limits: Limits,
     pub(crate) outbound: Arc<OutboundGate>,
+    /// The app's instance slots and queue, shared by its versions.
+    pub(crate) admission: Arc<Admission>,
     pub(crate) pre: ProxyPre<GuestState>,
 }
 
@@ -61,6 +64,7 @@ impl App {
             name: name.into(),
             limits,
             outbound: Arc::new(OutboundGate::new(Outbound::default())),
+            admission: Arc::new(Admission::new(Default::default())),
             pre,
         })
     }
@@ -69,6 +73,13 @@ impl App {
     /// (by default it may send none).
     pub fn with_outbound(mut self, policy: Outbound) -> App {
         self.outbound = Arc::new(OutboundGate::new(policy));
+        self
+    }
+
+    /// Runs the app's instances within `admission`'s slots and queue (by default
+    /// its own, with the default limits). Versions of one app share one.
+    pub fn with_admission(mut self, admission: Arc<Admission>) -> App {
+        self.admission = admission;
         self
     }
 

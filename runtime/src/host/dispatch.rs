@@ -14,6 +14,7 @@ use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
+use super::admission::Refused;
 use super::app::App;
 use super::body::{GuestBody, LimitedBody, Outcome, ResponseBody};
 use super::fault::Fault;
@@ -56,6 +57,10 @@ impl App {
         {
             return too_large(self.limits.max_body);
         }
+        let slot = match self.admission.enter().await {
+            Ok(slot) => slot,
+            Err(refused) => return self.busy(refused),
+        };
         let (parts, body) = request.into_parts();
         let (body, body_exceeded) = LimitedBody::new(body, self.limits.max_body);
         let request = Request::from_parts(parts, body);
@@ -86,6 +91,8 @@ impl App {
         let (outcome_tx, mut outcome_rx) = oneshot::channel::<Outcome>();
         let app = self.clone();
         let call = tokio::spawn(async move {
+            // The instance holds its slot until the call returned and the store is gone.
+            let _slot = slot;
             let deadline = Instant::now() + app.limits.wall_time;
             let outcome = run_guest(&app, &mut store, req, outparam, deadline).await;
             if let Err(fault) = &outcome {
@@ -124,6 +131,29 @@ impl App {
                 self.fault_response(&self.unanswered(outcome), body_exceeded.get())
             }
         }
+    }
+
+    /// 503 for a request no instance slot was found for; `Retry-After` tells
+    /// clients to back off rather than retry at once.
+    fn busy(&self, refused: Refused) -> Response<ResponseBody> {
+        let limits = self.admission.limits();
+        let why = match refused {
+            Refused::QueueFull => format!("{} requests already wait", limits.queue),
+            Refused::TimedOut => format!("none came free within {:?}", limits.queue_timeout),
+        };
+        tracing::warn!(
+            "app `{}`: request refused: all {} instances busy and {why}",
+            self.name,
+            limits.max_concurrent
+        );
+        let mut response = plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("503 Service Unavailable: the app is busy ({why}); retry later\n"),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+        response
     }
 
     /// The fault of a call that ended without a response. Faults of the call

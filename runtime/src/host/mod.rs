@@ -1,6 +1,7 @@
 //! The wasm side: the engine, apps, per-request stores, limits, and the
 //! bridge the protocol engines dispatch into.
 
+pub mod admission;
 mod app;
 mod body;
 mod build_failure;
@@ -13,6 +14,7 @@ mod hooks;
 pub mod limits;
 pub mod outbound;
 pub mod routes;
+mod site;
 mod slot;
 mod store;
 
@@ -25,4 +27,5 @@ pub use engine::{PoolConfig, build_engine};
 pub use fault::Fault;
 pub use limits::Limits;
 pub use routes::{DuplicateRoute, Route, RouteTable};
+pub use site::{Directory, Site, Tenant};
 pub use slot::{AppSlot, Serving};

@@ -35,11 +35,6 @@ impl AppSlot {
         }
     }
 
-    /// A slot that always serves `app`.
-    pub fn serving(app: Arc<App>) -> Self {
-        Self::new(Serving::App(app))
-    }
-
     /// What requests arriving now are served by.
     pub fn current(&self) -> Serving {
         // A writer cannot panic while holding the lock (it only assigns).

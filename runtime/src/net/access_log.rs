@@ -1,9 +1,10 @@
-//! One line per request: method, path, status, time to the response head, protocol.
-//! `wedge dev` turns it on (in colour on a terminal); `wedge serve` leaves it off.
+//! One line per request once its response is done: app, method, path, status, body
+//! bytes, duration, protocol, and how the body ended when it did not end cleanly.
+//! `wedge dev` turns it on (in colour on a terminal); `wedge serve --access-log` too.
 
 use std::time::Duration;
 
-use http::{Method, StatusCode, Version};
+use http::{Method, Version};
 
 /// Whether and how requests are logged.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -13,6 +14,17 @@ pub enum AccessLog {
     Plain,
     /// With ANSI colours: the status coloured by class.
     Colored,
+}
+
+/// How a response body ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// Sent to its end.
+    Complete,
+    /// The handler failed after the head: the body was cut off.
+    Aborted,
+    /// The connection let go of it first (client gone, stream reset).
+    Dropped,
 }
 
 impl AccessLog {
@@ -37,9 +49,16 @@ impl AccessLog {
     }
 
     fn line(self, entry: &Entry<'_>) -> String {
-        let status = entry.status.as_u16();
+        let status = entry.status;
         let millis = entry.elapsed.as_secs_f64() * 1000.0;
         let protocol = protocol_name(entry.version);
+        let ending = match entry.ending {
+            Ending::Complete => "",
+            Ending::Aborted => " (body aborted)",
+            Ending::Dropped => " (client gone)",
+        };
+        let app = entry.app.map(|app| format!("[{app}] ")).unwrap_or_default();
+        let (method, path, bytes) = (entry.method, entry.path, entry.bytes);
         match self {
             AccessLog::Colored => {
                 let colour = match status {
@@ -49,25 +68,28 @@ impl AccessLog {
                     _ => "31",         // red
                 };
                 format!(
-                    "\x1b[1m{} {}\x1b[0m \x1b[{colour}m{status}\x1b[0m {millis:.1} ms \x1b[2m{protocol}\x1b[0m",
-                    entry.method, entry.path
+                    "{app}\x1b[1m{method} {path}\x1b[0m \x1b[{colour}m{status}\x1b[0m {bytes} B {millis:.1} ms \x1b[2m{protocol}\x1b[0m{ending}"
                 )
             }
-            _ => format!(
-                "{} {} {status} {millis:.1} ms {protocol}",
-                entry.method, entry.path
-            ),
+            _ => {
+                format!("{app}{method} {path} {status} {bytes} B {millis:.1} ms {protocol}{ending}")
+            }
         }
     }
 }
 
 /// What the log says of one request.
 pub struct Entry<'a> {
+    /// The app it was routed to; `None` when no route matched.
+    pub app: Option<&'a str>,
     pub method: &'a Method,
     pub path: &'a str,
-    pub status: StatusCode,
+    pub status: u16,
+    /// Response body bytes sent.
+    pub bytes: u64,
     pub elapsed: Duration,
     pub version: Version,
+    pub ending: Ending,
 }
 
 fn protocol_name(version: Version) -> &'static str {
@@ -85,26 +107,31 @@ fn protocol_name(version: Version) -> &'static str {
 mod tests {
     use super::*;
 
-    fn entry(status: u16, version: Version) -> Entry<'static> {
+    fn entry(status: u16, version: Version, ending: Ending) -> Entry<'static> {
         Entry {
+            app: Some("hello"),
             method: &Method::GET,
             path: "/hi?x=1",
-            status: StatusCode::from_u16(status).unwrap(),
+            status,
+            bytes: 13,
             elapsed: Duration::from_micros(1250),
             version,
+            ending,
         }
     }
 
     #[test]
-    fn plain_line_names_method_path_status_time_and_protocol() {
-        let line = AccessLog::Plain.line(&entry(200, Version::HTTP_2));
-        assert_eq!(line, "GET /hi?x=1 200 1.2 ms h2");
+    fn plain_line_names_app_method_path_status_bytes_time_and_protocol() {
+        let line = AccessLog::Plain.line(&entry(200, Version::HTTP_2, Ending::Complete));
+        assert_eq!(line, "[hello] GET /hi?x=1 200 13 B 1.2 ms h2");
+        let line = AccessLog::Plain.line(&entry(200, Version::HTTP_3, Ending::Dropped));
+        assert!(line.ends_with("h3 (client gone)"), "{line}");
     }
 
     #[test]
     fn colored_line_colours_the_status_by_class() {
         for (status, colour) in [(204, "32"), (304, "36"), (404, "33"), (502, "31")] {
-            let line = AccessLog::Colored.line(&entry(status, Version::HTTP_3));
+            let line = AccessLog::Colored.line(&entry(status, Version::HTTP_3, Ending::Complete));
             assert!(
                 line.contains(&format!("\x1b[{colour}m{status}\x1b[0m")),
                 "{line:?}"

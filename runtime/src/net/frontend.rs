@@ -1,35 +1,35 @@
-//! Where every engine (HTTP/1.1, HTTP/2, HTTP/3) hands a request: the app version
-//! current now, what the listener adds to responses, and the access log.
+//! Where every engine (HTTP/1.1, HTTP/2, HTTP/3) hands a request: the site's routes
+//! to its apps, what the listener adds to responses, and the access log.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{Request, Response};
+use http::{Request, Response, StatusCode, header};
 use http_body::Body;
-use tokio::time::Instant;
 
-use super::access_log::{AccessLog, Entry};
+use super::access_log::AccessLog;
 use super::response_hook::ResponseHook;
-use crate::host::{AppSlot, RequestScheme, ResponseBody};
+use super::tally::{TalliedBody, Tally};
+use crate::host::{RequestScheme, ResponseBody, Site, plain};
 
-/// One listener's way to the app; cheap to clone per connection.
+/// One listener's way to the apps; cheap to clone per connection.
 #[derive(Clone)]
 pub struct Frontend {
-    slot: Arc<AppSlot>,
+    site: Arc<Site>,
     hook: ResponseHook,
     access_log: AccessLog,
 }
 
 impl Frontend {
-    pub fn new(slot: Arc<AppSlot>, access_log: AccessLog) -> Self {
+    pub fn new(site: Arc<Site>, access_log: AccessLog) -> Self {
         Frontend {
-            slot,
+            site,
             hook: ResponseHook::none(),
             access_log,
         }
     }
 
-    /// The same way to the app, with `hook` applied to every response.
+    /// The same way to the apps, with `hook` applied to every response.
     pub fn with_hook(&self, hook: ResponseHook) -> Self {
         Frontend {
             hook,
@@ -37,43 +37,54 @@ impl Frontend {
         }
     }
 
-    /// Answers `request` with the app version current now.
+    /// Answers `request` with the app its host and path route to (its version
+    /// current now), or 404 when no route matches.
     pub async fn respond<B>(
         &self,
         request: Request<B>,
         scheme: RequestScheme,
-    ) -> Response<ResponseBody>
+    ) -> Response<TalliedBody>
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<wasmtime_wasi_http::Error>,
     {
-        // Copied only when logging: the request moves into the guest.
-        let logged = self.access_log.is_on().then(|| {
-            let target = request.uri().path_and_query().map_or("/", |p| p.as_str());
-            (
-                Instant::now(),
-                request.method().clone(),
-                target.to_string(),
-                request.version(),
-            )
-        });
-        let response = self.slot.handle(request, scheme).await;
-        let response = self.finish(response);
-        if let Some((started, method, path, version)) = logged {
-            self.access_log.record(&Entry {
-                method: &method,
-                path: &path,
-                status: response.status(),
-                elapsed: started.elapsed(),
-                version,
-            });
+        let mut tally = Tally::begin(self.access_log, &request);
+        let host = authority(&request);
+        let Some(tenant) = self.site.route(host, request.uri().path()) else {
+            let text = format!(
+                "404 Not Found: no app serves {}{}\n",
+                host.unwrap_or(""),
+                request.uri().path()
+            );
+            return self.finish(plain(StatusCode::NOT_FOUND, text), tally);
+        };
+        if let Some(tally) = &mut tally {
+            tally.set_app(&tenant);
         }
-        response
+        let response = tenant.slot().handle(request, scheme).await;
+        self.finish(response, tally)
     }
 
-    /// A response wedge made itself on the way out: the listener's additions applied.
-    pub fn finish(&self, mut response: Response<ResponseBody>) -> Response<ResponseBody> {
+    /// A response on its way out: the listener's additions applied, its body counted
+    /// into `tally`.
+    pub fn finish(
+        &self,
+        mut response: Response<ResponseBody>,
+        tally: Option<Box<Tally>>,
+    ) -> Response<TalliedBody> {
         self.hook.apply(&mut response);
-        response
+        let status = response.status().as_u16();
+        response.map(|body| TalliedBody::new(body, status, tally))
     }
+}
+
+/// The host a request was sent to: the URI's authority (HTTP/2 and HTTP/3, or an
+/// absolute-form HTTP/1.1 target), else the Host field.
+fn authority<B>(request: &Request<B>) -> Option<&str> {
+    request.uri().host().or_else(|| {
+        request
+            .headers()
+            .get(header::HOST)
+            .and_then(|host| host.to_str().ok())
+    })
 }

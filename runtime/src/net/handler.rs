@@ -12,7 +12,8 @@ use wedge_proto::h2;
 
 use super::frontend::Frontend;
 use super::request_body::RequestBody;
-use crate::host::{RequestScheme, ResponseBody, plain};
+use super::tally::TalliedBody;
+use crate::host::{RequestScheme, plain};
 
 /// A request head as an engine's core decoded it: pseudo-headers and fields.
 pub trait RequestHeadView {
@@ -74,10 +75,10 @@ impl AppHandler {
     }
 }
 
-type AppFuture = Pin<Box<dyn Future<Output = Response<ResponseBody>> + Send>>;
+type AppFuture = Pin<Box<dyn Future<Output = Response<TalliedBody>> + Send>>;
 
 impl<Head: RequestHeadView> Handler<Head> for AppHandler {
-    type Body = ResponseBody;
+    type Body = TalliedBody;
     type Future = AppFuture;
 
     fn call(&self, head: &Head, body: RequestBody) -> AppFuture {
@@ -85,7 +86,7 @@ impl<Head: RequestHeadView> Handler<Head> for AppHandler {
             Ok(request) => request,
             Err(err) => {
                 let response = plain(StatusCode::BAD_REQUEST, format!("bad request: {err}\n"));
-                return Box::pin(std::future::ready(self.frontend.finish(response)));
+                return Box::pin(std::future::ready(self.frontend.finish(response, None)));
             }
         };
         let frontend = self.frontend.clone();

@@ -13,6 +13,7 @@ mod response_fields;
 pub mod response_hook;
 mod rewind;
 mod sniff;
+pub mod tally;
 pub mod tls;
 
 pub use access_log::AccessLog;

@@ -13,7 +13,7 @@ use clap::Args;
 
 use super::host_args::HostArgs;
 use super::server::{self, Addresses, Started};
-use crate::host::AppSlot;
+use crate::host::{Site, Tenant};
 use crate::net::AccessLog;
 use reload::Reloader;
 
@@ -71,11 +71,11 @@ pub fn run(args: DevArgs) -> Result<()> {
             // Watching starts before the first build so no save is missed.
             let changes = watch::watch(&dir)?;
             let first = reloader.first_version().await;
-            let slot = Arc::new(AppSlot::new(first));
-            tokio::spawn(reloader.run(slot.clone(), changes));
+            let tenant = Arc::new(Tenant::new(&slot_name, first));
+            tokio::spawn(reloader.run(tenant.clone(), changes));
             Ok(Started {
                 name: slot_name,
-                slot,
+                site: Arc::new(Site::single(tenant)),
             })
         },
     )

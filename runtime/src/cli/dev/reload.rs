@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use super::watch::Changes;
 use crate::cli::guest_build;
 use crate::cli::server::Host;
-use crate::host::{App, AppSlot, ArtifactCache, BuildFailure, Serving};
+use crate::host::{App, ArtifactCache, BuildFailure, Serving, Tenant};
 
 /// Builds and loads versions of one crate.
 pub struct Reloader {
@@ -48,7 +48,8 @@ impl Reloader {
     }
 
     /// Rebuilds on every change, forever (until the server's runtime stops).
-    pub async fn run(mut self, slot: Arc<AppSlot>, changes: Changes) {
+    pub async fn run(mut self, tenant: Arc<Tenant>, changes: Changes) {
+        let slot = tenant.slot();
         loop {
             changes.next().await;
             tracing::info!("change in {}: rebuilding", self.dir.display());
@@ -97,9 +98,10 @@ impl Reloader {
         let engine = self.host.engine.clone();
         let limits = self.host.limits.clone();
         let outbound = self.host.outbound.clone();
+        let admission = self.host.admission.clone();
         let app = tokio::task::spawn_blocking(move || {
             App::load(&engine, &cache, &built.name, &wasm, limits)
-                .map(|app| app.with_outbound(outbound))
+                .map(|app| app.with_outbound(outbound).with_admission(admission))
         })
         .await
         .map_err(|err| failure(format!("the load task failed: {err}")))?

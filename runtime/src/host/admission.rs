@@ -1,0 +1,165 @@
+//! Per-app admission: at most `max_concurrent` instances of an app run at once; up to
+//! `queue` more requests wait, each at most `queue_timeout`, for one to finish; the
+//! rest are turned away at once. One app flooded with slow requests fills only its
+//! own slots and queue, so other apps' requests never wait behind it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Default instances of one app running at once.
+pub const DEFAULT_MAX_CONCURRENT: usize = 100;
+/// Default requests of one app waiting for an instance.
+pub const DEFAULT_QUEUE: usize = 1000;
+/// Default time a request waits for an instance before it is refused.
+pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many requests of one app run and wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionLimits {
+    /// Instances running at once (from dispatch until the guest call returned).
+    pub max_concurrent: usize,
+    /// Requests waiting for an instance; more are refused at once.
+    pub queue: usize,
+    /// How long a request may wait for an instance.
+    pub queue_timeout: Duration,
+}
+
+impl Default for AdmissionLimits {
+    fn default() -> Self {
+        AdmissionLimits {
+            max_concurrent: DEFAULT_MAX_CONCURRENT,
+            queue: DEFAULT_QUEUE,
+            queue_timeout: DEFAULT_QUEUE_TIMEOUT,
+        }
+    }
+}
+
+/// Why a request was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// `queue` requests were already waiting.
+    QueueFull,
+    /// No instance came free within `queue_timeout`.
+    TimedOut,
+}
+
+/// One app's slots and queue, shared by all versions of the app (a reload does not
+/// grant a second set of slots).
+#[derive(Debug)]
+pub struct Admission {
+    slots: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    limits: AdmissionLimits,
+}
+
+/// A running instance's slot, given back when dropped.
+pub struct Slot {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Admission {
+    pub fn new(limits: AdmissionLimits) -> Self {
+        Admission {
+            slots: Arc::new(Semaphore::new(limits.max_concurrent)),
+            waiting: AtomicUsize::new(0),
+            limits,
+        }
+    }
+
+    pub fn limits(&self) -> &AdmissionLimits {
+        &self.limits
+    }
+
+    /// A slot for one instance: at once if one is free, else after waiting in the
+    /// bounded queue (first come, first served).
+    pub async fn enter(&self) -> Result<Slot, Refused> {
+        // A free slot exists only when nobody waits: released slots go to waiters first.
+        if let Ok(permit) = self.slots.clone().try_acquire_owned() {
+            return Ok(Slot { _permit: permit });
+        }
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.limits.queue {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(Refused::QueueFull);
+        }
+        let waited = tokio::time::timeout(
+            self.limits.queue_timeout,
+            self.slots.clone().acquire_owned(),
+        )
+        .await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        match waited {
+            Ok(Ok(permit)) => Ok(Slot { _permit: permit }),
+            // The semaphore is never closed; treat it like a timeout all the same.
+            Ok(Err(_)) | Err(_) => Err(Refused::TimedOut),
+        }
+    }
+
+    /// Instances running now.
+    pub fn running(&self) -> usize {
+        self.limits.max_concurrent - self.slots.available_permits()
+    }
+
+    /// Requests waiting now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admission(max_concurrent: usize, queue: usize) -> Admission {
+        Admission::new(AdmissionLimits {
+            max_concurrent,
+            queue,
+            queue_timeout: Duration::from_secs(3600),
+        })
+    }
+
+    #[tokio::test]
+    async fn slots_are_counted_and_given_back() {
+        let admission = admission(2, 0);
+        let a = admission.enter().await.unwrap();
+        let _b = admission.enter().await.unwrap();
+        assert_eq!(admission.running(), 2);
+        assert_eq!(admission.enter().await.err(), Some(Refused::QueueFull));
+        drop(a);
+        assert_eq!(admission.running(), 1);
+        assert!(admission.enter().await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_waiter_gets_the_next_free_slot_and_the_queue_is_bounded() {
+        let admission = Arc::new(admission(1, 1));
+        let first = admission.enter().await.unwrap();
+        let waiter = tokio::spawn({
+            let admission = admission.clone();
+            async move { admission.enter().await.map(|_| ()) }
+        });
+        while admission.waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+        // The queue holds one: the next request is refused without waiting.
+        assert_eq!(admission.enter().await.err(), Some(Refused::QueueFull));
+        drop(first);
+        assert_eq!(waiter.await.unwrap(), Ok(()));
+        assert_eq!(admission.waiting(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_is_refused_after_the_queue_timeout() {
+        let admission = Admission::new(AdmissionLimits {
+            max_concurrent: 1,
+            queue: 10,
+            queue_timeout: Duration::from_secs(1),
+        });
+        let _held = admission.enter().await.unwrap();
+        // Paused time: the timeout fires when the runtime has nothing else to do.
+        assert_eq!(admission.enter().await.err(), Some(Refused::TimedOut));
+        assert_eq!(admission.waiting(), 0);
+    }
+}

@@ -1,0 +1,120 @@
+//! What is known of one request by the time its response is done: app, method, path,
+//! status, body bytes sent, duration, protocol and how the body ended. Kept only
+//! when something reads it (the access log); otherwise a response carries nothing.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Method, Request, Version};
+use http_body::{Body, Frame, SizeHint};
+use tokio::time::Instant;
+
+use super::access_log::{AccessLog, Ending, Entry};
+use crate::host::{BodyError, ResponseBody, Tenant};
+
+/// One request's record, finished when its response body is done or dropped.
+pub struct Tally {
+    log: AccessLog,
+    started: Instant,
+    method: Method,
+    target: String,
+    version: Version,
+    app: Option<Arc<Tenant>>,
+    status: u16,
+    bytes: u64,
+    ending: Ending,
+}
+
+impl Tally {
+    /// Starts a record for `request` if `log` is on.
+    pub fn begin<B>(log: AccessLog, request: &Request<B>) -> Option<Box<Tally>> {
+        log.is_on().then(|| {
+            let target = request.uri().path_and_query().map_or("/", |p| p.as_str());
+            Box::new(Tally {
+                log,
+                started: Instant::now(),
+                method: request.method().clone(),
+                target: target.to_string(),
+                version: request.version(),
+                app: None,
+                status: 0,
+                bytes: 0,
+                ending: Ending::Dropped,
+            })
+        })
+    }
+
+    /// The app the request was routed to.
+    pub fn set_app(&mut self, app: &Arc<Tenant>) {
+        self.app = Some(app.clone());
+    }
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        self.log.record(&Entry {
+            app: self.app.as_deref().map(Tenant::name),
+            method: &self.method,
+            path: &self.target,
+            status: self.status,
+            bytes: self.bytes,
+            elapsed: self.started.elapsed(),
+            version: self.version,
+            ending: self.ending,
+        });
+    }
+}
+
+/// A response body that counts what it sends into its request's tally.
+pub struct TalliedBody {
+    inner: ResponseBody,
+    tally: Option<Box<Tally>>,
+}
+
+impl TalliedBody {
+    pub fn new(inner: ResponseBody, status: u16, mut tally: Option<Box<Tally>>) -> Self {
+        if let Some(tally) = &mut tally {
+            tally.status = status;
+            if inner.is_end_stream() {
+                tally.ending = Ending::Complete;
+            }
+        }
+        TalliedBody { inner, tally }
+    }
+}
+
+impl Body for TalliedBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let (Some(tally), Poll::Ready(frame)) = (&mut this.tally, &polled) {
+            match frame {
+                Some(Ok(frame)) => {
+                    tally.bytes += frame.data_ref().map_or(0, |d| d.len() as u64);
+                    if this.inner.is_end_stream() {
+                        tally.ending = Ending::Complete;
+                    }
+                }
+                Some(Err(_)) => tally.ending = Ending::Aborted,
+                None => tally.ending = Ending::Complete,
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

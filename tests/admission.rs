@@ -1,0 +1,92 @@
+//! Per-app admission end to end: past `--max-concurrent` running instances requests
+//! wait in a queue bounded by `--queue` and `--queue-timeout`, then get 503 with
+//! Retry-After; a freed slot serves the next request.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+
+use support::{Server, curl, example};
+
+/// A request to the echo app whose body stays open: its instance runs (echoing)
+/// until `finish` is called. Returns once the response head arrived, i.e. once the
+/// request holds an instance.
+struct Parked {
+    stream: TcpStream,
+}
+
+impl Parked {
+    fn open(server: &Server) -> Parked {
+        let mut stream = TcpStream::connect(server.authority()).unwrap();
+        write!(
+            stream,
+            "POST / HTTP/1.1\r\nhost: x\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n"
+        )
+        .unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut status = String::new();
+        reader.read_line(&mut status).unwrap();
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        Parked { stream }
+    }
+
+    fn finish(mut self) {
+        self.stream.write_all(b"0\r\n\r\n").unwrap();
+    }
+}
+
+/// Status line and headers (lowercased) and body of a curl request.
+fn post(server: &Server) -> (String, String) {
+    let out = curl(&[
+        "--include",
+        "--data-binary",
+        "hi",
+        &format!("{}/", server.url),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (
+        text.lines().next().unwrap_or("").to_string(),
+        text.to_lowercase(),
+    )
+}
+
+#[test]
+fn past_max_concurrent_with_no_queue_requests_get_503_with_retry_after() {
+    let server = Server::start(&example("echo"), &["--max-concurrent", "1", "--queue", "0"]);
+    let parked = Parked::open(&server);
+    let (status, response) = post(&server);
+    assert!(status.contains("503"), "{response}");
+    assert!(response.contains("retry-after: 1"), "{response}");
+    assert!(response.contains("already wait"), "{response}");
+    server.wait_for_log("request refused: all 1 instances busy");
+
+    parked.finish();
+    support::poll_until("a free slot after the parked request ended", || {
+        let (status, _) = post(&server);
+        status.contains("200").then_some(())
+    });
+}
+
+#[test]
+fn a_queued_request_is_refused_after_the_queue_timeout() {
+    let server = Server::start(
+        &example("echo"),
+        &[
+            "--max-concurrent",
+            "1",
+            "--queue",
+            "4",
+            "--queue-timeout",
+            "100ms",
+        ],
+    );
+    let parked = Parked::open(&server);
+    let (status, response) = post(&server);
+    assert!(status.contains("503"), "{response}");
+    assert!(
+        response.contains("none came free within 100ms"),
+        "{response}"
+    );
+    parked.finish();
+}
