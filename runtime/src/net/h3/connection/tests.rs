@@ -11,7 +11,7 @@ use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::Poll;
 
-use bytes::{Buf, Bytes};
+use bytes::{BufMut, Bytes};
 use h3::client::{RequestStream, SendRequest};
 use http::{Request, Response, StatusCode};
 use tokio::sync::watch;
@@ -92,13 +92,8 @@ async fn response<S: h3::quic::RecvStream>(
 ) -> (StatusCode, Vec<u8>) {
     let status = stream.recv_response().await.unwrap().status();
     let mut body = Vec::new();
-    while let Some(mut chunk) = stream.recv_data().await.unwrap() {
-        while chunk.has_remaining() {
-            let part = chunk.chunk();
-            body.extend_from_slice(part);
-            let n = part.len();
-            chunk.advance(n);
-        }
+    while let Some(chunk) = stream.recv_data().await.unwrap() {
+        body.put(chunk);
     }
     (status, body)
 }
