@@ -5,5 +5,6 @@
 //! request head and body and get back a response head and a streamed body.
 
 pub mod cli;
+pub mod config;
 pub mod host;
 pub mod net;

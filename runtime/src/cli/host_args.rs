@@ -12,6 +12,7 @@ use super::h3_args::H3Args;
 use super::outbound_args::OutboundArgs;
 use crate::host::Limits;
 use crate::host::admission::{self, AdmissionLimits};
+use crate::host::limits::parse_size;
 
 #[derive(Args)]
 pub struct HostArgs {
@@ -94,10 +95,4 @@ impl HostArgs {
             .clone()
             .unwrap_or_else(super::default_data_dir)
     }
-}
-
-fn parse_size(text: &str) -> Result<u64, String> {
-    text.parse::<bytesize::ByteSize>()
-        .map(|size| size.as_u64())
-        .map_err(|err| format!("`{text}` is not a size like 128MiB: {err}"))
 }

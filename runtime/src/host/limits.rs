@@ -34,3 +34,16 @@ impl Default for Limits {
         }
     }
 }
+
+/// A size written like `128MiB`, `1GB` or `4096`, in bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    text.parse::<bytesize::ByteSize>()
+        .map(|size| size.as_u64())
+        .map_err(|err| format!("`{text}` is not a size like 128MiB: {err}"))
+}
+
+/// A duration written like `1s`, `500ms` or `2m 30s`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|err| format!("`{text}` is not a duration like 1s or 500ms: {err}"))
+}

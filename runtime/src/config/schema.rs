@@ -1,0 +1,70 @@
+//! The typed `wedge.toml`: what `load` hands the server once every key checked out.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use crate::host::admission::AdmissionLimits;
+use crate::host::outbound::Outbound;
+use crate::host::{Limits, Route};
+
+/// A whole `wedge.toml`. Paths in it are resolved against the file's directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `listen`: cleartext HTTP/1.1 and h2c; off when absent.
+    pub listen: Option<SocketAddr>,
+    /// `tls_listen` (+ `tls_cert`/`tls_key`): TLS and HTTP/3; off when absent.
+    pub tls: Option<TlsConfig>,
+    /// `admin` (+ `admin_token_file`): the admin API; off when absent.
+    pub admin: Option<AdminConfig>,
+    /// `[[app]]`, in file order. Names are unique and no route is claimed twice.
+    pub apps: Vec<AppConfig>,
+}
+
+/// The TLS listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// TCP for HTTP/1.1 and HTTP/2 (ALPN), the same port over UDP for HTTP/3.
+    pub listen: SocketAddr,
+    /// The certificate chain and key; `None` → the development certificate.
+    pub pem: Option<PemFiles>,
+}
+
+/// `tls_cert` and `tls_key`, always given together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PemFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// The admin API listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminConfig {
+    pub listen: SocketAddr,
+    /// `admin_token_file`: holds the bearer token. `None` leaves the token to
+    /// another source (e.g. the environment); the server must refuse to
+    /// start the admin API without one.
+    pub token_file: Option<PathBuf>,
+}
+
+/// One `[[app]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppConfig {
+    /// Unique, lowercase letters, digits, `-` and `_`, starting with a letter.
+    pub name: String,
+    /// The component (.wasm), resolved against the config file's directory.
+    pub component: PathBuf,
+    /// Where its requests come from; may be empty (an app reachable by no route).
+    pub routes: Vec<Route>,
+    /// `[app.limits]` memory, cpu_time, wall_time, max_body.
+    pub limits: Limits,
+    /// `[app.limits]` max_concurrent, queue, queue_timeout.
+    pub admission: AdmissionLimits,
+    /// `outbound` (allow-list) and `[app.limits]` outbound_max_concurrent,
+    /// outbound_connect_timeout.
+    pub outbound: Outbound,
+    /// `[app.env]`: environment variables the guest sees.
+    pub env: BTreeMap<String, String>,
+    /// `[app.config]`: values the guest reads through `wasi:config/store`.
+    pub config: BTreeMap<String, String>,
+}

@@ -1,0 +1,464 @@
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::*;
+use crate::host::admission::AdmissionLimits;
+use crate::host::outbound::Outbound;
+use crate::host::{Limits, Route};
+
+fn parse_ok(text: &str) -> Config {
+    parse(text, Path::new("/etc/wedge/wedge.toml")).unwrap_or_else(|errors| panic!("{errors}"))
+}
+
+/// The errors as displayed, one string per line.
+fn errors(text: &str) -> Vec<String> {
+    let errors = parse(text, Path::new("wedge.toml")).unwrap_err();
+    errors.to_string().lines().map(str::to_string).collect()
+}
+
+/// A minimal valid config followed by `app`, the body of one `[[app]]`.
+fn with_app(app: &str) -> String {
+    format!("listen = \"127.0.0.1:8080\"\n[[app]]\nname = \"a\"\ncomponent = \"a.wasm\"\n{app}")
+}
+
+fn routes(texts: &[&str]) -> Vec<Route> {
+    texts.iter().map(|text| text.parse().unwrap()).collect()
+}
+
+#[test]
+fn a_full_config_reads_into_its_types() {
+    let config = parse_ok(
+        r#"
+listen = "127.0.0.1:8080"
+tls_listen = "[::1]:8443"
+tls_cert = "certs/cert.pem"
+tls_key = "/abs/key.pem"
+admin = "127.0.0.1:9000"
+admin_token_file = "token"
+
+[[app]]
+name = "api-v2"
+component = "apps/api.wasm"
+routes = ["api.example.com/", "*.example.com/v2"]
+outbound = ["db.internal:5432", "*.example.org"]
+[app.limits]
+memory = "64MiB"
+cpu_time = "250ms"
+wall_time = "10s"
+max_body = 4096
+max_concurrent = 8
+queue = 0
+queue_timeout = "2s"
+outbound_max_concurrent = 4
+outbound_connect_timeout = "1s"
+[app.env]
+MODE = "prod"
+[app.config]
+"db.url" = "postgres://db"
+"#,
+    );
+    let base = Path::new("/etc/wedge");
+    assert_eq!(config.listen, Some("127.0.0.1:8080".parse().unwrap()));
+    assert_eq!(
+        config.tls,
+        Some(TlsConfig {
+            listen: "[::1]:8443".parse().unwrap(),
+            pem: Some(PemFiles {
+                cert: base.join("certs/cert.pem"),
+                key: PathBuf::from("/abs/key.pem"),
+            }),
+        })
+    );
+    assert_eq!(
+        config.admin,
+        Some(AdminConfig {
+            listen: "127.0.0.1:9000".parse().unwrap(),
+            token_file: Some(base.join("token")),
+        })
+    );
+    let app = AppConfig {
+        name: "api-v2".into(),
+        component: base.join("apps/api.wasm"),
+        routes: routes(&["api.example.com/", "*.example.com/v2"]),
+        limits: Limits {
+            memory: 64 * 1024 * 1024,
+            cpu_time: Duration::from_millis(250),
+            wall_time: Duration::from_secs(10),
+            max_body: 4096,
+        },
+        admission: AdmissionLimits {
+            max_concurrent: 8,
+            queue: 0,
+            queue_timeout: Duration::from_secs(2),
+        },
+        outbound: Outbound {
+            allow: vec![
+                "db.internal:5432".parse().unwrap(),
+                "*.example.org".parse().unwrap(),
+            ],
+            connect_timeout: Duration::from_secs(1),
+            max_concurrent: 4,
+        },
+        env: [("MODE".into(), "prod".into())].into(),
+        config: [("db.url".into(), "postgres://db".into())].into(),
+    };
+    assert_eq!(config.apps, [app]);
+}
+
+#[test]
+fn keys_left_out_take_their_defaults() {
+    let config = parse_ok(&with_app(""));
+    assert_eq!(config.tls, None);
+    assert_eq!(config.admin, None);
+    let app = &config.apps[0];
+    assert!(app.routes.is_empty());
+    assert_eq!(app.limits, Limits::default());
+    assert_eq!(app.admission, AdmissionLimits::default());
+    assert_eq!(app.outbound, Outbound::default());
+    assert!(app.env.is_empty() && app.config.is_empty());
+    let underscored = parse_ok(&with_app("limits.queue = 1_000\nlimits.max_body = 0x10"));
+    assert_eq!(underscored.apps[0].admission.queue, 1000);
+    assert_eq!(underscored.apps[0].limits.max_body, 16);
+    let tls_only = parse_ok("tls_listen = \"127.0.0.1:8443\"\nadmin = \"127.0.0.1:9000\"");
+    assert_eq!(tls_only.tls.unwrap().pem, None);
+    assert!(tls_only.apps.is_empty());
+}
+
+#[test]
+fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "bogus = 1",
+            "wedge.toml:5: app[0].bogus: unknown key `bogus`; known keys: name, component, routes, limits, outbound, env, config",
+        ),
+        (
+            "routes = \"/x\"",
+            "wedge.toml:5: app[0].routes: must be a list like [\"a\", \"b\"]",
+        ),
+        (
+            "routes = [\"nope\"]",
+            "wedge.toml:5: app[0].routes[0]: `nope` is not a route (no path; add one, e.g. `/`); use host/path, *.domain/path or /path",
+        ),
+        (
+            "outbound = [\"a b\"]",
+            "wedge.toml:5: app[0].outbound[0]: `a b` is not an outbound host pattern (not a host name or IP address); use host, host:port or *.domain",
+        ),
+        (
+            "limits.memory = \"12XB\"",
+            "wedge.toml:5: app[0].limits.memory: `12XB` is not a size like 128MiB",
+        ),
+        (
+            "limits.memory = 0",
+            "wedge.toml:5: app[0].limits.memory: must be more than zero",
+        ),
+        (
+            "limits.cpu_time = \"soon\"",
+            "wedge.toml:5: app[0].limits.cpu_time: `soon` is not a duration like 1s or 500ms",
+        ),
+        (
+            "limits.wall_time = \"0s\"",
+            "wedge.toml:5: app[0].limits.wall_time: must be more than zero",
+        ),
+        (
+            "limits.queue_timeout = 5",
+            "wedge.toml:5: app[0].limits.queue_timeout: must be a string (in quotes)",
+        ),
+        (
+            "limits.max_concurrent = 0",
+            "wedge.toml:5: app[0].limits.max_concurrent: `0` is not a whole number of at least 1",
+        ),
+        (
+            "limits.queue = -1",
+            "wedge.toml:5: app[0].limits.queue: `-1` is not a whole number of at least 0",
+        ),
+        (
+            "limits.queue = 1.5",
+            "wedge.toml:5: app[0].limits.queue: must be a whole number",
+        ),
+        (
+            "limits.outbound_max_concurrent = 0",
+            "wedge.toml:5: app[0].limits.outbound_max_concurrent: `0` is not a whole number of at least 1",
+        ),
+        (
+            "limits.outbound_connect_timeout = \"0ms\"",
+            "wedge.toml:5: app[0].limits.outbound_connect_timeout: must be more than zero",
+        ),
+        (
+            "limits.cpu = \"1s\"",
+            "wedge.toml:5: app[0].limits.cpu: unknown key `cpu`; known keys: memory, cpu_time, wall_time, max_body, max_concurrent, queue, queue_timeout, outbound_max_concurrent, outbound_connect_timeout",
+        ),
+        ("limits = 5", "wedge.toml:5: app[0].limits: must be a table"),
+        (
+            "env.\"A=B\" = \"x\"",
+            "wedge.toml:5: app[0].env.A=B: `A=B` is not an environment variable name",
+        ),
+        (
+            "env.PORT = 8080",
+            "wedge.toml:5: app[0].env.PORT: must be a string (in quotes)",
+        ),
+        (
+            "config.\"\" = \"x\"",
+            "wedge.toml:5: app[0].config.: a config key must not be empty",
+        ),
+        (
+            "config.k = \"a\\u0000b\"",
+            "wedge.toml:5: app[0].config.k: must not contain a NUL character",
+        ),
+    ];
+    for (app, expected) in cases {
+        let found = errors(&with_app(app));
+        assert_eq!(found.len(), 1, "{app}: {found:?}");
+        assert!(
+            found[0].starts_with(expected),
+            "{app}:\n  {}\n  {expected}",
+            found[0]
+        );
+    }
+}
+
+#[test]
+fn top_level_mistakes_are_reported() {
+    let app = "[[app]]\nname = \"a\"\ncomponent = \"a.wasm\"\n";
+    let cases: &[(&str, &str)] = &[
+        (
+            "",
+            "wedge.toml: no listener: set `listen` and/or `tls_listen`",
+        ),
+        (
+            "listen = \"localhost\"",
+            "wedge.toml:1: listen: `localhost` is not an address like 127.0.0.1:8080",
+        ),
+        (
+            "tls_listen = \"127.0.0.1:1\"\ntls_key = \"k.pem\"",
+            "wedge.toml:2: tls_key: needs `tls_cert` too",
+        ),
+        (
+            "listen = \"127.0.0.1:1\"\nadmin_token_file = \"t\"",
+            "wedge.toml:2: admin_token_file: needs `admin` (the admin API's address) too",
+        ),
+        (
+            "listen = \"127.0.0.1:1\"\nadmin = \":9000\"",
+            "wedge.toml:2: admin: `:9000` is not an address like 127.0.0.1:8080",
+        ),
+        (
+            "listen = \"127.0.0.1:1\"\nport = 80",
+            "wedge.toml:2: port: unknown key `port`; known keys: listen, tls_listen",
+        ),
+    ];
+    for (top, expected) in cases {
+        let found = errors(&format!("{top}\n{app}"));
+        assert_eq!(found.len(), 1, "{top}: {found:?}");
+        assert!(
+            found[0].starts_with(expected),
+            "{top}:\n  {}\n  {expected}",
+            found[0]
+        );
+    }
+    let pem_without_listener =
+        "listen = \"127.0.0.1:1\"\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"";
+    assert_eq!(
+        errors(&format!("{pem_without_listener}\n{app}")),
+        [
+            "wedge.toml:2: tls_cert: needs `tls_listen` too",
+            "wedge.toml:3: tls_key: needs `tls_listen` too"
+        ]
+    );
+    assert_eq!(
+        errors("listen = \"127.0.0.1:1\"\n[app]\nname = \"a\"\ncomponent = \"a.wasm\""),
+        ["wedge.toml:2: app: must be a list like [\"a\", \"b\"]"]
+    );
+    assert_eq!(
+        errors("listen = \"127.0.0.1:1\""),
+        ["wedge.toml: no [[app]] and no `admin` to deploy one: nothing to serve"]
+    );
+}
+
+#[test]
+fn apps_need_a_valid_unique_name_and_a_component() {
+    let text = r#"listen = "127.0.0.1:1"
+[[app]]
+name = "a"
+component = "a.wasm"
+[[app]]
+component = "b.wasm"
+[[app]]
+name = "Bad Name"
+[[app]]
+name = "a"
+component = "c.wasm"
+[[app]]
+name = "d"
+component = ""
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "wedge.toml:5: app[1]: missing `name`",
+            "wedge.toml:7: app[2]: missing `component`",
+            "wedge.toml:8: app[2].name: `Bad Name` is not an app name: use lowercase letters, \
+             digits, `-` and `_`, starting with a letter, at most 63 characters",
+            "wedge.toml:10: app[3].name: app `a` is already defined on line 3",
+            "wedge.toml:14: app[4].component: must not be empty",
+        ]
+    );
+}
+
+#[test]
+fn a_route_claimed_twice_names_the_first_claim() {
+    let text = r#"listen = "127.0.0.1:1"
+[[app]]
+name = "a"
+component = "a.wasm"
+routes = ["api.example.com/v1", "/shared"]
+[[app]]
+name = "b"
+component = "b.wasm"
+routes = [
+  "/other",
+  "API.example.com/v1/",
+]
+[[app]]
+name = "c"
+component = "c.wasm"
+routes = ["/shared", "/shared/"]
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "wedge.toml:11: app[1].routes[1]: route `api.example.com/v1` is already claimed by app `a` on line 5",
+            "wedge.toml:16: app[2].routes[0]: route `/shared` is already claimed by app `a` on line 5",
+            "wedge.toml:16: app[2].routes[1]: route `/shared` is already claimed by app `a` on line 5",
+        ]
+    );
+}
+
+#[test]
+fn every_error_is_reported_in_line_order() {
+    let text = r#"listen = "127.0.0.1"
+[[app]]
+name = "a"
+component = "a.wasm"
+routes = ["/ok", "bad"]
+[app.limits]
+memory = "12XB"
+wall_time = "forever"
+[[app]]
+name = "b"
+component = "b.wasm"
+colour = "blue"
+[app.limits]
+queue = -3
+"#;
+    let found = errors(text);
+    let lines: Vec<&str> = found
+        .iter()
+        .map(|e| e.split(": ").next().unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "wedge.toml:1",
+            "wedge.toml:5",
+            "wedge.toml:7",
+            "wedge.toml:8",
+            "wedge.toml:12",
+            "wedge.toml:14"
+        ],
+        "{found:#?}"
+    );
+    assert!(found[2].starts_with("wedge.toml:7: app[0].limits.memory: `12XB` is not a size"));
+    assert!(found[4].starts_with("wedge.toml:12: app[1].colour: unknown key `colour`"));
+}
+
+#[test]
+fn syntax_errors_are_reported_alone_with_their_lines() {
+    let text = "listen = \"127.0.0.1:1\"\n[[app]]\nname = \"a\"\nname = \"b\"\nmemory = 12XB\n";
+    let found = errors(text);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].starts_with("wedge.toml:4: duplicate key"),
+        "{found:?}"
+    );
+    assert!(found[1].starts_with("wedge.toml:5: "), "{found:?}");
+}
+
+/// A scratch directory for files a config names, removed afterwards.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("wedge-config-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(dir.join("apps")).unwrap();
+        Scratch(dir)
+    }
+
+    fn write(&self, path: &str, text: &str) -> PathBuf {
+        let path = self.0.join(path);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn load_resolves_paths_against_the_config_directory_and_checks_files() {
+    let dir = Scratch::new("paths");
+    let wasm = dir.write("apps/a.wasm", "");
+    let absolute = dir.write("key.pem", "");
+    dir.write("cert.pem", "");
+    let config = format!(
+        "tls_listen = \"127.0.0.1:1\"\ntls_cert = \"cert.pem\"\ntls_key = \"{}\"\n\
+         [[app]]\nname = \"a\"\ncomponent = \"apps/a.wasm\"\n",
+        absolute.display()
+    );
+    let path = dir.write("wedge.toml", &config);
+    let loaded = load(&path).unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(loaded.apps[0].component, wasm);
+    let pem = loaded.tls.unwrap().pem.unwrap();
+    assert_eq!((pem.cert, pem.key), (dir.0.join("cert.pem"), absolute));
+
+    let missing = config.replace("apps/a.wasm", "apps/gone.wasm");
+    let path = dir.write("wedge.toml", &missing);
+    let error = load(&path).unwrap_err().to_string();
+    let expected = format!(
+        "{}:6: app[0].component: no file at {}",
+        path.display(),
+        dir.0.join("apps/gone.wasm").display()
+    );
+    assert_eq!(error, expected);
+    // Without the existence check the same text is fine.
+    assert!(parse(&missing, &path).is_ok());
+
+    let error = load(&dir.0.join("absent.toml")).unwrap_err().to_string();
+    assert!(error.contains("absent.toml: cannot read: "), "{error}");
+}
+
+#[test]
+fn the_sample_config_is_accepted_and_shows_the_defaults() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/wedge.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let config = parse(&text, &path).unwrap_or_else(|errors| panic!("{errors}"));
+    let names: Vec<&str> = config.apps.iter().map(|app| app.name.as_str()).collect();
+    assert_eq!(names, ["hello", "echo"]);
+    let hello = &config.apps[0];
+    assert!(
+        hello
+            .component
+            .ends_with("examples/target/wasm32-wasip2/release/hello.wasm")
+    );
+    // Its comment says the limits shown are the defaults.
+    assert_eq!(hello.limits, Limits::default());
+    assert_eq!(hello.admission, AdmissionLimits::default());
+    let outbound_defaults = Outbound {
+        allow: hello.outbound.allow.clone(),
+        ..Outbound::default()
+    };
+    assert_eq!(hello.outbound, outbound_defaults);
+    assert!(hello.outbound.allows("api.example.com", 443));
+    assert_eq!(hello.config["feature.beta"], "on");
+}
