@@ -37,6 +37,9 @@ pub enum ErrorKind {
     /// [`fetch`](crate::fetch) was refused by the host: the destination is
     /// not on the app's outbound allow-list. Answers `502`.
     FetchDenied,
+    /// The host could not read the app's config values
+    /// ([`config::get`](crate::config::get)). Answers `500`.
+    Config,
     /// Anything else; see [`Error::msg`]. Answers `500`.
     Other,
 }
@@ -100,6 +103,7 @@ impl Error {
             | ErrorKind::Io
             | ErrorKind::BadResponse
             | ErrorKind::Http
+            | ErrorKind::Config
             | ErrorKind::Other => 500,
         };
         Self {
@@ -216,6 +220,7 @@ mod tests {
         assert_eq!(status(ErrorKind::BodyTooLarge), 413);
         assert_eq!(status(ErrorKind::BadRequest), 400);
         assert_eq!(status(ErrorKind::Io), 500);
+        assert_eq!(status(ErrorKind::Config), 500);
         assert_eq!(status(ErrorKind::Other), 500);
         let e = Error::http(404, "gone");
         assert_eq!((e.kind(), e.status()), (ErrorKind::Http, 404));

@@ -31,12 +31,16 @@
 //! JSON a `400`). The `json` feature adds `Request::json` and
 //! `Response::json` (serde).
 //!
+//! [`config::get`] reads the app's config values (`wasi:config/store`);
+//! environment variables the app was given are in [`std::env`].
+//!
 //! Under the hood this is a thin layer over [`wstd`], the Bytecode
 //! Alliance's async runtime for WASI 0.2: handlers run on its single-threaded
 //! executor, which parks on WASI pollables (timers, streams, outbound HTTP),
 //! so `wstd`'s timers and HTTP client work inside a handler.
 #![warn(missing_docs)]
 
+pub mod config;
 mod decode;
 mod error;
 mod fetch;

@@ -1,5 +1,5 @@
 //! An app: one validated, compiled and pre-instantiated component with its
-//! name, limits, admission and outbound policy.
+//! name, limits, admission, outbound policy and guest variables.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,6 +15,7 @@ use super::hooks::OutboundGate;
 use super::limits::Limits;
 use super::outbound::Outbound;
 use super::store::GuestState;
+use super::vars::GuestVars;
 
 /// The export a p2 HTTP handler provides; any 0.2.x minor version is accepted.
 const INCOMING_HANDLER_P2: &str = "wasi:http/incoming-handler@0.2.";
@@ -26,6 +27,8 @@ pub struct App {
     pub(crate) outbound: Arc<OutboundGate>,
     /// The app's instance slots and queue, shared by its versions.
     pub(crate) admission: Arc<Admission>,
+    /// The environment variables and wasi:config values its guest sees.
+    pub(crate) vars: GuestVars,
     pub(crate) pre: ProxyPre<GuestState>,
 }
 
@@ -65,6 +68,7 @@ impl App {
             limits,
             outbound: Arc::new(OutboundGate::new(Outbound::default())),
             admission: Arc::new(Admission::new(Default::default())),
+            vars: GuestVars::default(),
             pre,
         })
     }
@@ -80,6 +84,20 @@ impl App {
     /// its own, with the default limits). Versions of one app share one.
     pub fn with_admission(mut self, admission: Arc<Admission>) -> App {
         self.admission = admission;
+        self
+    }
+
+    /// Gives the app's guest exactly these environment variables (by default
+    /// none; never the host's). A key given twice keeps its last value.
+    pub fn with_env(mut self, env: impl IntoIterator<Item = (String, String)>) -> App {
+        self.vars.set_env(env);
+        self
+    }
+
+    /// Gives the app's guest these values through `wasi:config/store` (by
+    /// default none). A key given twice keeps its last value.
+    pub fn with_config(mut self, config: impl IntoIterator<Item = (String, String)>) -> App {
+        self.vars.set_config(config);
         self
     }
 
@@ -125,12 +143,13 @@ fn check_exports(engine: &Engine, component: &Component) -> Result<()> {
     )
 }
 
-/// Links all of WASI 0.2 with nothing granted plus wasi:http, and resolves
-/// the component's imports once so each request only instantiates.
+/// Links all of WASI 0.2 with nothing granted plus wasi:http and wasi:config,
+/// and resolves the component's imports once so each request only instantiates.
 fn pre_instantiate(engine: &Engine, component: &Component) -> Result<ProxyPre<GuestState>> {
     let mut linker = Linker::<GuestState>::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    wasmtime_wasi_config::add_to_linker(&mut linker, GuestState::config)?;
     let pre = linker
         .instantiate_pre(component)
         .map_err(anyhow::Error::from)

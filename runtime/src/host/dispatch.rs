@@ -65,7 +65,13 @@ impl App {
         let (body, body_exceeded) = LimitedBody::new(body, self.limits.max_body);
         let request = Request::from_parts(parts, body);
 
-        let mut store = new_store(self.pre.engine(), &self.name, &self.limits, &self.outbound);
+        let mut store = new_store(
+            self.pre.engine(),
+            &self.name,
+            &self.limits,
+            &self.outbound,
+            &self.vars,
+        );
         let (response_tx, response_rx) = oneshot::channel();
         let scheme = match scheme {
             RequestScheme::Http => Scheme::Http,

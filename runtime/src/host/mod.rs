@@ -17,6 +17,7 @@ pub mod routes;
 mod site;
 mod slot;
 mod store;
+mod vars;
 
 pub use app::App;
 pub use body::{BodyError, ResponseBody};

@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 use wasmtime::component::ResourceTable;
 use wasmtime::{CallHook, ResourceLimiter, Store, StoreContextMut, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_config::WasiConfig;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::guest_log::{Channel, GuestLog};
 use super::hooks::{GuestHooks, OutboundGate};
 use super::limits::Limits;
+use super::vars::GuestVars;
 
 /// Everything a request's `Store` holds.
 pub struct GuestState {
@@ -19,6 +21,7 @@ pub struct GuestState {
     http: WasiHttpCtx,
     table: ResourceTable,
     hooks: GuestHooks,
+    vars: GuestVars,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) cpu: CpuMeter,
 }
@@ -39,6 +42,13 @@ impl WasiHttpView for GuestState {
             table: &mut self.table,
             hooks: &mut self.hooks,
         }
+    }
+}
+
+impl GuestState {
+    /// The app's wasi:config/store values.
+    pub(crate) fn config(&mut self) -> WasiConfig<'_> {
+        WasiConfig::new(&self.vars.config)
     }
 }
 
@@ -110,15 +120,19 @@ impl CpuMeter {
     }
 }
 
-/// Creates the store for one request with the app's limits and outbound
-/// policy installed.
+/// Creates the store for one request with the app's limits, outbound policy
+/// and variables installed.
 pub fn new_store(
     engine: &wasmtime::Engine,
     app: &Arc<str>,
     limits: &Limits,
     outbound: &Arc<OutboundGate>,
+    vars: &GuestVars,
 ) -> Store<GuestState> {
+    // The environment is exactly the app's: the builder starts empty and never
+    // inherits the host's.
     let wasi = WasiCtx::builder()
+        .envs(&vars.env)
         .stdout(GuestLog::new(app.clone(), Channel::Stdout))
         .stderr(GuestLog::new(app.clone(), Channel::Stderr))
         .build();
@@ -127,6 +141,7 @@ pub fn new_store(
         http: WasiHttpCtx::new(),
         table: ResourceTable::new(),
         hooks: GuestHooks::new(app.clone(), outbound.clone()),
+        vars: vars.clone(),
         limiter: MemoryLimiter {
             limit: limits.memory,
             denied: false,
