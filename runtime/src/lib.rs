@@ -7,4 +7,5 @@
 pub mod cli;
 pub mod config;
 pub mod host;
+pub mod metrics;
 pub mod net;

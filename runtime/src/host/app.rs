@@ -16,6 +16,7 @@ use super::limits::Limits;
 use super::outbound::Outbound;
 use super::store::GuestState;
 use super::vars::GuestVars;
+use crate::metrics::AppMetrics;
 
 /// The export a p2 HTTP handler provides; any 0.2.x minor version is accepted.
 const INCOMING_HANDLER_P2: &str = "wasi:http/incoming-handler@0.2.";
@@ -27,6 +28,8 @@ pub struct App {
     pub(crate) outbound: Arc<OutboundGate>,
     /// The app's instance slots and queue, shared by its versions.
     pub(crate) admission: Arc<Admission>,
+    /// Where its requests, instances, faults and refusals are counted.
+    pub(crate) metrics: Arc<AppMetrics>,
     /// The environment variables and wasi:config values its guest sees.
     pub(crate) vars: GuestVars,
     pub(crate) pre: ProxyPre<GuestState>,
@@ -68,6 +71,7 @@ impl App {
             limits,
             outbound: Arc::new(OutboundGate::new(Outbound::default())),
             admission: Arc::new(Admission::new(Default::default())),
+            metrics: AppMetrics::detached(),
             vars: GuestVars::default(),
             pre,
         })
@@ -98,6 +102,13 @@ impl App {
     /// default none). A key given twice keeps its last value.
     pub fn with_config(mut self, config: impl IntoIterator<Item = (String, String)>) -> App {
         self.vars.set_config(config);
+        self
+    }
+
+    /// Counts the app's requests, instances, faults and refusals in `metrics` (by
+    /// default in series no registry reads). Versions of one app share one.
+    pub fn with_metrics(mut self, metrics: Arc<AppMetrics>) -> App {
+        self.metrics = metrics;
         self
     }
 

@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use super::fault::Fault;
+use crate::metrics::AppMetrics;
 
 /// A request body that fails once more than `limit` octets were read from it. Whether
 /// the guest's response head is sent or replaced by a 413 is [`OverLimit`]'s to say.
@@ -23,6 +24,19 @@ pub struct OverLimit<B>(Arc<Limited<B>>);
 struct Limited<B> {
     limit: u64,
     reading: Mutex<Reading<B>>,
+    /// Counts what was read, once, when the body is gone.
+    metrics: Arc<AppMetrics>,
+}
+
+impl<B> Drop for Limited<B> {
+    fn drop(&mut self) {
+        let read = self
+            .reading
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .read;
+        self.metrics.request_body_read(read);
+    }
 }
 
 struct Reading<B> {
@@ -41,8 +55,9 @@ impl<B> Limited<B> {
 }
 
 impl<B> LimitedBody<B> {
-    /// `inner` limited to `limit` octets, and the host's view of it.
-    pub fn new(inner: B, limit: u64) -> (Self, OverLimit<B>) {
+    /// `inner` limited to `limit` octets, and the host's view of it; what the
+    /// guest read is counted in `metrics`.
+    pub fn new(inner: B, limit: u64, metrics: Arc<AppMetrics>) -> (Self, OverLimit<B>) {
         let limited = Arc::new(Limited {
             limit,
             reading: Mutex::new(Reading {
@@ -50,6 +65,7 @@ impl<B> LimitedBody<B> {
                 read: 0,
                 exceeded: false,
             }),
+            metrics,
         });
         (LimitedBody(limited.clone()), OverLimit(limited))
     }

@@ -62,7 +62,8 @@ impl App {
             Err(refused) => return self.busy(refused),
         };
         let (parts, body) = request.into_parts();
-        let (body, body_exceeded) = LimitedBody::new(body, self.limits.max_body);
+        let (body, body_exceeded) =
+            LimitedBody::new(body, self.limits.max_body, self.metrics.clone());
         let request = Request::from_parts(parts, body);
 
         let mut store = new_store(
@@ -99,10 +100,11 @@ impl App {
         let call = tokio::spawn(async move {
             // The instance holds its slot until the call returned and the store is gone.
             let _slot = slot;
+            let _running = app.metrics.instance();
             let deadline = Instant::now() + app.limits.wall_time;
             let outcome = run_guest(&app, &mut store, req, outparam, deadline).await;
             if let Err(fault) = &outcome {
-                tracing::warn!("app `{}`: {fault}", app.name);
+                app.report(fault);
             }
             let _ = outcome_tx.send(outcome);
         });
@@ -128,7 +130,7 @@ impl App {
             Ok(Ok(_)) => too_large(self.limits.max_body),
             Ok(Err(code)) => {
                 let fault = Fault::GuestError(describe_error_code(&code));
-                tracing::warn!("app `{}`: {fault}", self.name);
+                self.report(&fault);
                 self.fault_response(&fault, body_exceeded.get())
             }
             Err(_) => {
@@ -142,6 +144,7 @@ impl App {
     /// 503 for a request no instance slot was found for; `Retry-After` tells
     /// clients to back off rather than retry at once.
     fn busy(&self, refused: Refused) -> Response<ResponseBody> {
+        self.metrics.refused();
         let limits = self.admission.limits();
         let why = match refused {
             Refused::QueueFull => format!("{} requests already wait", limits.queue),
@@ -170,8 +173,14 @@ impl App {
             Ok(Ok(())) => Fault::NoResponse,
             Err(_) => Fault::Internal("the guest call ended without reporting".into()),
         };
-        tracing::warn!("app `{}`: {fault}", self.name);
+        self.report(&fault);
         fault
+    }
+
+    /// Logs a fault with the app's name and counts it.
+    fn report(&self, fault: &Fault) {
+        tracing::warn!("app `{}`: {fault}", self.name);
+        self.metrics.fault(fault.kind());
     }
 
     fn fault_response(&self, fault: &Fault, body_exceeded: bool) -> Response<ResponseBody> {

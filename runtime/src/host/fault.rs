@@ -6,6 +6,7 @@ use std::time::Duration;
 use http::StatusCode;
 
 use super::store::GuestState;
+use crate::metrics::FaultKind;
 
 /// A guest call that did not produce a clean response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +41,19 @@ impl Fault {
             | Fault::NoResponse
             | Fault::GuestError(_)
             | Fault::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// What the metrics count it as.
+    pub(crate) fn kind(&self) -> FaultKind {
+        match self {
+            Fault::Trap(_) => FaultKind::Trap,
+            Fault::CpuTime(_) => FaultKind::CpuTimeout,
+            Fault::WallTime { .. } => FaultKind::WallTimeout,
+            Fault::Memory(_) => FaultKind::Memory,
+            Fault::NoResponse => FaultKind::NoResponse,
+            Fault::GuestError(_) => FaultKind::GuestError,
+            Fault::Internal(_) => FaultKind::Internal,
         }
     }
 

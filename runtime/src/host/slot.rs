@@ -54,10 +54,12 @@ impl AppSlot {
     pub fn has_app(&self) -> bool {
         matches!(self.current(), Serving::App(_))
     }
+}
 
-    /// Answers one request with the version current now.
+impl Serving {
+    /// Answers one request with this version.
     pub async fn handle<B>(
-        &self,
+        self,
         request: Request<B>,
         scheme: RequestScheme,
     ) -> Response<ResponseBody>
@@ -65,7 +67,7 @@ impl AppSlot {
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<wasmtime_wasi_http::Error>,
     {
-        match self.current() {
+        match self {
             Serving::App(app) => app.handle(request, scheme).await,
             Serving::BuildFailed(failure) => failure.response(request.headers()),
         }

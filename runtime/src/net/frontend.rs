@@ -1,5 +1,5 @@
 //! Where every engine (HTTP/1.1, HTTP/2, HTTP/3) hands a request: the site's routes
-//! to its apps, what the listener adds to responses, and the access log.
+//! to its apps, what the listener adds to responses, the access log and the metrics.
 
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use super::access_log::AccessLog;
 use super::response_hook::ResponseHook;
 use super::tally::{TalliedBody, Tally};
 use crate::host::{RequestScheme, ResponseBody, Site, plain};
+use crate::metrics::{Metrics, Open, Protocol};
 
 /// One listener's way to the apps; cheap to clone per connection.
 #[derive(Clone)]
@@ -18,6 +19,7 @@ pub struct Frontend {
     site: Arc<Site>,
     hook: ResponseHook,
     access_log: AccessLog,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Frontend {
@@ -26,7 +28,21 @@ impl Frontend {
             site,
             hook: ResponseHook::none(),
             access_log,
+            metrics: None,
         }
+    }
+
+    /// The same way to the apps, counting connections and requests in `metrics`.
+    pub fn with_metrics(self, metrics: Arc<Metrics>) -> Self {
+        Frontend {
+            metrics: Some(metrics),
+            ..self
+        }
+    }
+
+    /// Counts a connection over `protocol` as open until the guard is dropped.
+    pub fn connection(&self, protocol: Protocol) -> Option<Open> {
+        self.metrics.as_ref().map(|m| m.connection(protocol))
     }
 
     /// The same way to the apps, with `hook` applied to every response.
@@ -48,9 +64,12 @@ impl Frontend {
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<wasmtime_wasi_http::Error>,
     {
-        let mut tally = Tally::begin(self.access_log, &request);
+        let mut tally = Tally::begin(self.access_log, self.metrics.as_ref(), &request);
         let host = authority(&request);
         let Some(tenant) = self.site.route(host, request.uri().path()) else {
+            if let Some(metrics) = &self.metrics {
+                metrics.unrouted(Protocol::of(request.version()));
+            }
             let text = format!(
                 "404 Not Found: no app serves {}{}\n",
                 host.unwrap_or(""),
@@ -58,10 +77,11 @@ impl Frontend {
             );
             return self.finish(plain(StatusCode::NOT_FOUND, text), tally);
         };
+        let serving = tenant.slot().current();
         if let Some(tally) = &mut tally {
-            tally.set_app(&tenant);
+            tally.set_app(&tenant, &serving);
         }
-        let response = tenant.slot().handle(request, scheme).await;
+        let response = serving.handle(request, scheme).await;
         self.finish(response, tally)
     }
 

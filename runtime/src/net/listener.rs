@@ -22,6 +22,7 @@ use super::rewind::Rewind;
 use super::sniff::{Cleartext, sniff};
 use super::tls::{self, Negotiated};
 use crate::host::RequestScheme;
+use crate::metrics::Protocol;
 
 /// How long a new connection may take to say which protocol it speaks
 /// (TLS handshake, or the first bytes on the cleartext port).
@@ -254,6 +255,7 @@ async fn serve_h1<IO>(io: IO, shared: Shared, scheme: RequestScheme)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let _open = shared.frontend.connection(Protocol::H1);
     super::h1::serve(io, shared.frontend, scheme, shared.shutdown).await
 }
 
@@ -261,5 +263,6 @@ async fn serve_h2<IO>(io: IO, shared: Shared, scheme: RequestScheme)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let _open = shared.frontend.connection(Protocol::H2);
     super::h2::serve(io, shared.frontend, scheme, shared.shutdown, shared.h2).await
 }

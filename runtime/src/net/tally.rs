@@ -1,6 +1,7 @@
 //! What is known of one request by the time its response is done: app, method, path,
 //! status, body bytes sent, duration, protocol and how the body ended. Kept only
-//! when something reads it (the access log); otherwise a response carries nothing.
+//! when something reads it (the access log, the metrics); otherwise a response
+//! carries nothing.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,7 +13,8 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::Instant;
 
 use super::access_log::{AccessLog, Ending, Entry};
-use crate::host::{BodyError, ResponseBody, Tenant};
+use crate::host::{BodyError, ResponseBody, Serving, Tenant};
+use crate::metrics::{AppMetrics, Metrics, Open, Protocol};
 
 /// One request's record, finished when its response body is done or dropped.
 pub struct Tally {
@@ -22,16 +24,28 @@ pub struct Tally {
     target: String,
     version: Version,
     app: Option<Arc<Tenant>>,
+    /// With metrics on: the request counted as a stream open until it is done…
+    stream: Option<Open>,
+    /// …and, once routed to an app, counted in its series.
+    app_metrics: Option<Arc<AppMetrics>>,
     status: u16,
     bytes: u64,
     ending: Ending,
 }
 
 impl Tally {
-    /// Starts a record for `request` if `log` is on.
-    pub fn begin<B>(log: AccessLog, request: &Request<B>) -> Option<Box<Tally>> {
-        log.is_on().then(|| {
-            let target = request.uri().path_and_query().map_or("/", |p| p.as_str());
+    /// Starts a record for `request` if `log` or `metrics` is on.
+    pub fn begin<B>(
+        log: AccessLog,
+        metrics: Option<&Arc<Metrics>>,
+        request: &Request<B>,
+    ) -> Option<Box<Tally>> {
+        (log.is_on() || metrics.is_some()).then(|| {
+            // Only the log shows the target: metrics alone copy nothing of the request.
+            let target = match log.is_on() {
+                true => request.uri().path_and_query().map_or("/", |p| p.as_str()),
+                false => "",
+            };
             Box::new(Tally {
                 log,
                 started: Instant::now(),
@@ -39,6 +53,8 @@ impl Tally {
                 target: target.to_string(),
                 version: request.version(),
                 app: None,
+                stream: metrics.map(|m| m.stream(Protocol::of(request.version()))),
+                app_metrics: None,
                 status: 0,
                 bytes: 0,
                 ending: Ending::Dropped,
@@ -46,21 +62,29 @@ impl Tally {
         })
     }
 
-    /// The app the request was routed to.
-    pub fn set_app(&mut self, app: &Arc<Tenant>) {
+    /// The app the request was routed to, and the version that serves it.
+    pub fn set_app(&mut self, app: &Arc<Tenant>, serving: &Serving) {
         self.app = Some(app.clone());
+        if let (Some(_), Serving::App(app)) = (&self.stream, serving) {
+            self.app_metrics = Some(app.metrics.clone());
+        }
     }
 }
 
 impl Drop for Tally {
     fn drop(&mut self) {
+        let elapsed = self.started.elapsed();
+        if let Some(metrics) = &self.app_metrics {
+            let protocol = Protocol::of(self.version);
+            metrics.request_done(protocol, self.status, self.bytes, elapsed);
+        }
         self.log.record(&Entry {
             app: self.app.as_deref().map(Tenant::name),
             method: &self.method,
             path: &self.target,
             status: self.status,
             bytes: self.bytes,
-            elapsed: self.started.elapsed(),
+            elapsed,
             version: self.version,
             ending: self.ending,
         });

@@ -17,6 +17,7 @@ use wedge_proto::h3::ErrorCode;
 pub use config::H3Config;
 
 use crate::host::RequestScheme;
+use crate::metrics::Protocol;
 use crate::net::frontend::Frontend;
 use crate::net::handler::AppHandler;
 use crate::net::request_body::ConnStats;
@@ -39,13 +40,18 @@ pub async fn serve(
                 // Alt-Svc is for the TCP listener's clients (the frontend has no hook):
                 // HTTP/3 ones have found it.
                 let handler = AppHandler::new(frontend.clone(), RequestScheme::Https, http::Version::HTTP_3);
-                connections.spawn(connection::serve(
+                let open = frontend.connection(Protocol::H3);
+                let serving = connection::serve(
                     incoming,
                     handler,
                     config.clone(),
                     connection_shutdown.clone(),
                     Arc::new(ConnStats::default()),
-                ));
+                );
+                connections.spawn(async move {
+                    let _open = open;
+                    serving.await
+                });
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             _ = shutdown.wait_for(|stop| *stop) => break,

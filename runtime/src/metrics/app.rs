@@ -1,0 +1,231 @@
+//! What is recorded per app: requests by protocol and status class, their duration,
+//! body bytes both ways, instances running, guest faults by kind, admission refusals.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use super::{Open, Protocol};
+
+/// Upper bounds (seconds) of the request duration buckets: from a warm hello-world
+/// (well under a millisecond) to the default wall-time limit and past it.
+const DURATION_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 30.0,
+];
+
+/// Status classes as labelled; the last is a request whose client left before any
+/// response head was sent.
+const STATUS_CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "none"];
+
+/// Why a guest call failed, as the faults counter labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    Trap,
+    CpuTimeout,
+    WallTimeout,
+    Memory,
+    NoResponse,
+    GuestError,
+    Internal,
+}
+
+impl FaultKind {
+    const ALL: [FaultKind; 7] = [
+        FaultKind::Trap,
+        FaultKind::CpuTimeout,
+        FaultKind::WallTimeout,
+        FaultKind::Memory,
+        FaultKind::NoResponse,
+        FaultKind::GuestError,
+        FaultKind::Internal,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            FaultKind::Trap => "trap",
+            FaultKind::CpuTimeout => "cpu_timeout",
+            FaultKind::WallTimeout => "wall_timeout",
+            FaultKind::Memory => "memory",
+            FaultKind::NoResponse => "no_response",
+            FaultKind::GuestError => "guest_error",
+            FaultKind::Internal => "internal",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AppLabels {
+    app: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    app: String,
+    protocol: &'static str,
+    status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FaultLabels {
+    app: String,
+    kind: &'static str,
+}
+
+type Histograms = Family<AppLabels, Histogram, fn() -> Histogram>;
+
+/// The per-app metric families of a registry.
+pub(super) struct Families {
+    requests: Family<RequestLabels, Counter>,
+    duration: Histograms,
+    response_bytes: Family<AppLabels, Counter>,
+    request_bytes: Family<AppLabels, Counter>,
+    instances: Family<AppLabels, Gauge>,
+    faults: Family<FaultLabels, Counter>,
+    refused: Family<AppLabels, Counter>,
+}
+
+impl Families {
+    fn new() -> Families {
+        Families {
+            requests: Family::default(),
+            duration: Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS)),
+            response_bytes: Family::default(),
+            request_bytes: Family::default(),
+            instances: Family::default(),
+            faults: Family::default(),
+            refused: Family::default(),
+        }
+    }
+
+    /// The families, registered in `registry`.
+    pub(super) fn register(registry: &mut Registry) -> Families {
+        let families = Families::new();
+        registry.register(
+            "requests",
+            "Requests answered, by app, protocol and status class (`none`: the client left before the response head)",
+            families.requests.clone(),
+        );
+        registry.register_with_unit(
+            "request_duration",
+            "Time from the request head to the end of the response body, by app",
+            Unit::Seconds,
+            families.duration.clone(),
+        );
+        registry.register_with_unit(
+            "response_body",
+            "Response body bytes sent, by app",
+            Unit::Bytes,
+            families.response_bytes.clone(),
+        );
+        registry.register_with_unit(
+            "request_body",
+            "Request body bytes the guest read, by app",
+            Unit::Bytes,
+            families.request_bytes.clone(),
+        );
+        registry.register(
+            "instances_running",
+            "Guest instances running now, by app",
+            families.instances.clone(),
+        );
+        registry.register(
+            "guest_faults",
+            "Guest calls that failed, by app and kind",
+            families.faults.clone(),
+        );
+        registry.register(
+            "admission_refused",
+            "Requests refused with 503 because all of the app's instances were busy and its queue full or too slow, by app",
+            families.refused.clone(),
+        );
+        families
+    }
+
+    /// Every series of app `name`, created now so recording never looks one up.
+    pub(super) fn app(&self, name: &str) -> Arc<AppMetrics> {
+        let app = AppLabels { app: name.into() };
+        let requests = Protocol::ALL.map(|protocol| {
+            STATUS_CLASSES.map(|status| {
+                self.requests.get_or_create_owned(&RequestLabels {
+                    app: name.into(),
+                    protocol: protocol.label(),
+                    status,
+                })
+            })
+        });
+        let faults = FaultKind::ALL.map(|kind| {
+            self.faults.get_or_create_owned(&FaultLabels {
+                app: name.into(),
+                kind: kind.label(),
+            })
+        });
+        Arc::new(AppMetrics {
+            requests,
+            duration: self.duration.get_or_create_owned(&app),
+            response_bytes: self.response_bytes.get_or_create_owned(&app),
+            request_bytes: self.request_bytes.get_or_create_owned(&app),
+            instances: self.instances.get_or_create_owned(&app),
+            faults,
+            refused: self.refused.get_or_create_owned(&app),
+        })
+    }
+}
+
+/// One app's series. Apps built without a registry get detached ones: recorded into,
+/// never read, so the host's code paths are the same with and without metrics.
+#[derive(Debug)]
+pub struct AppMetrics {
+    /// By protocol, then status class.
+    requests: [[Counter; STATUS_CLASSES.len()]; Protocol::ALL.len()],
+    duration: Histogram,
+    response_bytes: Counter,
+    request_bytes: Counter,
+    instances: Gauge,
+    faults: [Counter; FaultKind::ALL.len()],
+    refused: Counter,
+}
+
+impl AppMetrics {
+    /// Series in no registry.
+    pub fn detached() -> Arc<AppMetrics> {
+        Families::new().app("")
+    }
+
+    /// A request whose response (head `status`, 0 if none was sent, then `bytes`
+    /// of body) ended `elapsed` after its head arrived.
+    pub fn request_done(&self, protocol: Protocol, status: u16, bytes: u64, elapsed: Duration) {
+        let class = match status {
+            0 => STATUS_CLASSES.len() - 1,
+            // http's StatusCode allows 100..=999; past 5xx counts as 5xx.
+            status => (usize::from(status / 100)).clamp(1, 5) - 1,
+        };
+        self.requests[protocol as usize][class].inc();
+        self.response_bytes.inc_by(bytes);
+        self.duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// The guest read `bytes` of a request body.
+    pub fn request_body_read(&self, bytes: u64) {
+        self.request_bytes.inc_by(bytes);
+    }
+
+    /// An instance runs until the guard is dropped.
+    pub fn instance(&self) -> Open {
+        Open::new(&self.instances)
+    }
+
+    pub fn fault(&self, kind: FaultKind) {
+        self.faults[kind as usize].inc();
+    }
+
+    /// A request refused by admission (503).
+    pub fn refused(&self) {
+        self.refused.inc();
+    }
+}
