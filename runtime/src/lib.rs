@@ -9,3 +9,4 @@ pub mod config;
 pub mod host;
 pub mod metrics;
 pub mod net;
+pub mod tenancy;

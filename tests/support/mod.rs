@@ -121,6 +121,13 @@ impl Server {
         Self::launch(command, data_dir)
     }
 
+    /// Starts `wedge serve --config FILE ARGS...` (the file names its listeners).
+    pub fn start_config(config: &Path, args: &[&str]) -> Server {
+        let mut command = Command::new(wedge_bin());
+        command.arg("serve").arg("--config").arg(config).args(args);
+        Self::launch(command, &temp_dir("data"))
+    }
+
     /// Starts `wedge dev DIR --port 0 --tls-port 0 ARGS...`. Guest crates of all
     /// tests build into one target dir, so dependencies build once per run (give
     /// each test's crate its own name: the component's file is named after it).
@@ -245,6 +252,15 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Sends SIGHUP to a process.
+pub fn sighup(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
 }
 
 /// Sends SIGTERM to a process.

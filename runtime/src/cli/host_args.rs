@@ -10,6 +10,7 @@ use clap::builder::TypedValueParser;
 use super::h2_args::H2Args;
 use super::h3_args::H3Args;
 use super::outbound_args::OutboundArgs;
+use super::vars_args::VarsArgs;
 use crate::host::Limits;
 use crate::host::admission::{self, AdmissionLimits};
 use crate::host::limits::parse_size;
@@ -70,6 +71,9 @@ pub struct HostArgs {
 
     #[command(flatten)]
     pub outbound: OutboundArgs,
+
+    #[command(flatten)]
+    pub vars: VarsArgs,
 }
 
 impl HostArgs {
@@ -88,6 +92,11 @@ impl HostArgs {
             queue: self.queue,
             queue_timeout: self.queue_timeout,
         }
+    }
+
+    /// `--tls-cert` and `--tls-key`, given together or not at all.
+    pub fn pem(&self) -> Option<(PathBuf, PathBuf)> {
+        self.tls_cert.clone().zip(self.tls_key.clone())
     }
 
     pub fn data_dir(&self) -> PathBuf {

@@ -1,5 +1,6 @@
 //! The `wedge` command line.
 
+mod config_watch;
 mod dev;
 mod guest_build;
 mod h2_args;
@@ -9,6 +10,7 @@ mod new;
 mod outbound_args;
 mod serve;
 mod server;
+mod vars_args;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -56,7 +58,14 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", one_line(&format!("{err:#}")));
+            match err.downcast_ref::<crate::config::ConfigErrors>() {
+                // Every problem of a config file, one line each.
+                Some(errors) => errors
+                    .to_string()
+                    .lines()
+                    .for_each(|l| eprintln!("error: {l}")),
+                None => eprintln!("error: {}", one_line(&format!("{err:#}"))),
+            }
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }

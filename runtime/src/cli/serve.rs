@@ -1,4 +1,5 @@
-//! `wedge serve`: one app on one listener.
+//! `wedge serve`: one app (a component or a guest crate) with no configuration, or
+//! the listeners and apps of a `wedge.toml` (`--config`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -7,15 +8,25 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use super::config_watch;
 use super::host_args::HostArgs;
 use super::server::{self, Addresses, Started};
+use crate::config::{self, Config};
 use crate::host::{App, Serving, Site, Tenant};
 use crate::net::AccessLog;
+use crate::tenancy::Tenancy;
 
 #[derive(Args)]
 pub struct ServeArgs {
     /// A component (.wasm) or a directory holding a guest crate.
-    target: PathBuf,
+    #[arg(required_unless_present = "config_file")]
+    target: Option<PathBuf>,
+
+    /// Serve the listeners and apps of this wedge.toml instead of one TARGET;
+    /// per-app limits then come from the file, not from the flags.
+    #[arg(long = "config", value_name = "FILE",
+          conflicts_with_all = ["target", "listen", "tls_listen", "no_tls", "tls_cert", "tls_key"])]
+    config_file: Option<PathBuf>,
 
     /// Cleartext address: HTTP/1.1, and HTTP/2 with prior knowledge (h2c).
     #[arg(long, default_value = "127.0.0.1:8080")]
@@ -29,7 +40,7 @@ pub struct ServeArgs {
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
     no_tls: bool,
 
-    /// Log one line per request (method, path, status, time, protocol).
+    /// Log one line per request (app, method, path, status, bytes, time, protocol).
     #[arg(long)]
     access_log: bool,
 
@@ -38,18 +49,28 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
-    let (name, wasm_path) = resolve_target(&args.target)?;
+    let access_log = if args.access_log {
+        AccessLog::for_stderr()
+    } else {
+        AccessLog::Off
+    };
+    match (&args.config_file, &args.target) {
+        (Some(path), _) => serve_config(&args, path, access_log),
+        (None, Some(target)) => serve_one(&args, target, access_log),
+        (None, None) => bail!("give a component, a guest crate directory or --config FILE"),
+    }
+}
+
+/// The zero-config case: one app answering every request.
+fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<()> {
+    let (name, wasm_path) = resolve_target(target)?;
     let wasm = std::fs::read(&wasm_path)
         .with_context(|| format!("cannot read {}", wasm_path.display()))?;
     let addresses = Addresses {
         plain: Some(args.listen),
         tls: (!args.no_tls).then_some(args.tls_listen),
         tls_host: None,
-    };
-    let access_log = if args.access_log {
-        AccessLog::for_stderr()
-    } else {
-        AccessLog::Off
+        pem: args.host.pem(),
     };
     server::run(&args.host, addresses, access_log, |host| async move {
         // Compiling is CPU-bound and can take seconds for big components.
@@ -57,6 +78,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
             App::load(&host.engine, &host.cache, &name, &wasm, host.limits).map(|app| {
                 app.with_outbound(host.outbound)
                     .with_admission(host.admission)
+                    .with_env(host.vars.env)
+                    .with_config(host.vars.config)
             })
         })
         .await
@@ -67,6 +90,47 @@ pub fn run(args: ServeArgs) -> Result<()> {
         Ok(Started {
             name,
             site: Arc::new(Site::single(Arc::new(tenant))),
+        })
+    })
+}
+
+/// The apps of a wedge.toml, routed by host and path.
+fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<()> {
+    let config: Config = config::load(path)?;
+    let addresses = Addresses {
+        plain: config.listen,
+        tls: config.tls.as_ref().map(|tls| tls.listen),
+        tls_host: None,
+        pem: config
+            .tls
+            .as_ref()
+            .and_then(|tls| tls.pem.as_ref())
+            .map(|pem| (pem.cert.clone(), pem.key.clone())),
+    };
+    if addresses.plain.is_none() && addresses.tls.is_none() {
+        bail!(
+            "{}: no listener: set `listen` and/or `tls_listen`",
+            path.display()
+        );
+    }
+    let listeners = (config.listen, config.tls.as_ref().map(|tls| tls.listen));
+    server::run(&args.host, addresses, access_log, |host| async move {
+        let tenancy = Tenancy::start(host.engine, host.cache, config.apps).await?;
+        let tenancy = Arc::new(tenancy);
+        let site = tenancy.site();
+        let count = site.directory().tenants().len();
+        tokio::spawn(config_watch::reload_on_change(
+            path.to_path_buf(),
+            listeners,
+            tenancy,
+        ));
+        Ok(Started {
+            name: format!(
+                "{count} app{} from {}",
+                if count == 1 { "" } else { "s" },
+                path.display()
+            ),
+            site,
         })
     })
 }

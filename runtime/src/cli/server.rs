@@ -2,13 +2,14 @@
 //! (binding, the engine, TLS and HTTP/3 set-up, the start-up line, draining on a signal).
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use wasmtime::Engine;
 
 use super::host_args::HostArgs;
+use super::vars_args::VarsArgs;
 use crate::host::admission::Admission;
 use crate::host::outbound::Outbound;
 use crate::host::{self, ArtifactCache, Limits, PoolConfig, Site};
@@ -24,6 +25,8 @@ pub struct Host {
     pub outbound: Outbound,
     /// The app's instance slots and queue (one for all its versions).
     pub admission: Arc<Admission>,
+    /// The environment variables and config values its guest sees.
+    pub vars: VarsArgs,
 }
 
 /// Where to listen, and how to name the TLS address in URLs.
@@ -33,6 +36,8 @@ pub struct Addresses {
     /// Printed instead of the TLS address's IP (e.g. `localhost`, which the
     /// development certificate names).
     pub tls_host: Option<&'static str>,
+    /// The TLS certificate chain and key files; `None` → the development certificate.
+    pub pem: Option<(PathBuf, PathBuf)>,
 }
 
 /// What `start` hands back: a name for the start-up line and the site to serve.
@@ -61,9 +66,9 @@ where
         .context("starting the async runtime")?;
     let h3 = args.h3.to_config().filter(|_| addresses.tls.is_some());
     // Operator certificates are input: check them before anything else runs.
-    let operator_key = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(cert::load_pem(cert, key)?),
-        _ => None,
+    let operator_key = match &addresses.pem {
+        Some((cert, key)) => Some(cert::load_pem(cert, key)?),
+        None => None,
     };
     runtime.block_on(async move {
         let listeners = Listeners::bind(addresses.plain, addresses.tls, h3.is_some()).await?;
@@ -78,6 +83,7 @@ where
             limits,
             outbound: args.outbound.to_policy(),
             admission: Arc::new(Admission::new(args.admission())),
+            vars: args.vars.clone(),
         })
         .await?;
         let key = match addresses.tls {

@@ -60,6 +60,7 @@ pub fn run(args: DevArgs) -> Result<()> {
         tls: (!args.no_tls).then(|| local(args.tls_port)),
         // The development certificate is for `localhost`.
         tls_host: args.host.tls_cert.is_none().then_some("localhost"),
+        pem: args.host.pem(),
     };
     server::run(
         &args.host,

@@ -99,9 +99,14 @@ impl Reloader {
         let limits = self.host.limits.clone();
         let outbound = self.host.outbound.clone();
         let admission = self.host.admission.clone();
+        let vars = self.host.vars.clone();
         let app = tokio::task::spawn_blocking(move || {
-            App::load(&engine, &cache, &built.name, &wasm, limits)
-                .map(|app| app.with_outbound(outbound).with_admission(admission))
+            App::load(&engine, &cache, &built.name, &wasm, limits).map(|app| {
+                app.with_outbound(outbound)
+                    .with_admission(admission)
+                    .with_env(vars.env)
+                    .with_config(vars.config)
+            })
         })
         .await
         .map_err(|err| failure(format!("the load task failed: {err}")))?

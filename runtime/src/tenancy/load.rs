@@ -1,0 +1,110 @@
+//! Loads `[[app]]` entries into tenants and a directory of routes. On a reload, an
+//! app whose entry and component bytes are unchanged keeps its tenant (its slots,
+//! queue and compiled component); the others are loaded anew.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+
+use crate::config::AppConfig;
+use crate::host::admission::Admission;
+use crate::host::{App, ArtifactCache, Directory, Serving, Tenant};
+
+/// What each tenant of a load was made from, to recognise unchanged apps next time.
+pub struct Loaded {
+    sources: HashMap<String, Source>,
+}
+
+/// An app's entry and the digest of its component, with the tenant made from them.
+struct Source {
+    entry: AppConfig,
+    digest: [u8; 32],
+    tenant: Arc<Tenant>,
+}
+
+impl Loaded {
+    /// The SHA-256 (hex) of the component app `name` serves.
+    pub fn digest(&self, name: &str) -> Option<String> {
+        let source = self.sources.get(name)?;
+        Some(source.digest.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// Instances of app `name` running and requests waiting for one.
+    pub fn load_of(&self, name: &str) -> (usize, usize) {
+        match self.sources.get(name).map(|s| s.tenant.slot().current()) {
+            Some(Serving::App(app)) => (app.admission.running(), app.admission.waiting()),
+            _ => (0, 0),
+        }
+    }
+}
+
+/// Loads `apps` (compiling on blocking threads) into a directory; apps unchanged
+/// since `previous` are taken over as they are. Errors name the app and its component.
+pub async fn load_site(
+    engine: &Engine,
+    cache: &ArtifactCache,
+    apps: &[AppConfig],
+    previous: Option<&Loaded>,
+) -> Result<(Directory, Loaded)> {
+    let mut sources = HashMap::new();
+    let mut routed = Vec::new();
+    for entry in apps {
+        let wasm = std::fs::read(&entry.component).with_context(|| {
+            format!(
+                "app `{}`: cannot read {}",
+                entry.name,
+                entry.component.display()
+            )
+        })?;
+        let digest: [u8; 32] = Sha256::digest(&wasm).into();
+        let unchanged = previous
+            .and_then(|p| p.sources.get(&entry.name))
+            .filter(|s| s.digest == digest && s.entry == *entry);
+        let tenant = match unchanged {
+            Some(source) => source.tenant.clone(),
+            None => {
+                let app = load_app(engine, cache, entry, wasm).await?;
+                Arc::new(Tenant::new(&entry.name, Serving::App(Arc::new(app))))
+            }
+        };
+        routed.push((tenant.clone(), entry.routes.clone()));
+        let source = Source {
+            entry: entry.clone(),
+            digest,
+            tenant,
+        };
+        sources.insert(entry.name.clone(), source);
+    }
+    // The config's own checks already refused duplicate routes; this cannot fail
+    // for a config that loaded, but say why if it does.
+    let directory = Directory::new(routed).map_err(|duplicates| {
+        let lines: Vec<String> = duplicates.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!("{}", lines.join("; "))
+    })?;
+    Ok((directory, Loaded { sources }))
+}
+
+/// Compiles (or takes from the cache) one app's component with its entry's limits,
+/// admission and outbound policy.
+async fn load_app(
+    engine: &Engine,
+    cache: &ArtifactCache,
+    entry: &AppConfig,
+    wasm: Vec<u8>,
+) -> Result<App> {
+    let (engine, cache, entry) = (engine.clone(), cache.clone(), entry.clone());
+    tokio::task::spawn_blocking(move || {
+        let app = App::load(&engine, &cache, &entry.name, &wasm, entry.limits.clone())
+            .with_context(|| format!("app `{}`: {}", entry.name, entry.component.display()))?;
+        Ok(app
+            .with_outbound(entry.outbound.clone())
+            .with_admission(Arc::new(Admission::new(entry.admission.clone())))
+            .with_env(entry.env.clone())
+            .with_config(entry.config.clone()))
+    })
+    .await
+    .context("loading an app")?
+}

@@ -1,0 +1,157 @@
+//! Many apps in one process: the apps of `wedge.toml` and those deployed through the
+//! admin API, loaded into the site the listeners serve. Every change (a config
+//! reload, a deploy, a removal) builds a new directory and swaps it in whole:
+//! requests in flight finish on what they started with; apps that did not change
+//! keep their tenant (compiled component, slots, queue).
+
+mod load;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::Result;
+use tokio::sync::Mutex;
+use wasmtime::Engine;
+
+use crate::config::AppConfig;
+use crate::host::{ArtifactCache, Site};
+use load::Loaded;
+
+/// The apps served, where they came from, and the site they are served through.
+pub struct Tenancy {
+    site: Arc<Site>,
+    engine: Engine,
+    cache: ArtifactCache,
+    /// Changes are made one at a time.
+    state: Mutex<State>,
+}
+
+struct State {
+    /// `[[app]]` of the config file, in file order.
+    configured: Vec<AppConfig>,
+    /// Deployed through the admin API, by name; a deployed app replaces a
+    /// configured one of the same name.
+    deployed: BTreeMap<String, AppConfig>,
+    loaded: Loaded,
+}
+
+/// One app as the admin API lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppInfo {
+    pub name: String,
+    /// SHA-256 (hex) of the component served.
+    pub digest: String,
+    pub routes: Vec<String>,
+    /// From the admin API (else from the config file).
+    pub deployed: bool,
+    /// Instances running and requests waiting for one, now.
+    pub running: usize,
+    pub waiting: usize,
+}
+
+impl Tenancy {
+    /// Loads the configured `apps`; any that fails to load fails the whole start.
+    pub async fn start(
+        engine: Engine,
+        cache: ArtifactCache,
+        apps: Vec<AppConfig>,
+    ) -> Result<Tenancy> {
+        let (directory, loaded) = load::load_site(&engine, &cache, &apps, None).await?;
+        Ok(Tenancy {
+            site: Arc::new(Site::new(directory)),
+            engine,
+            cache,
+            state: Mutex::new(State {
+                configured: apps,
+                deployed: BTreeMap::new(),
+                loaded,
+            }),
+        })
+    }
+
+    /// The site the listeners serve.
+    pub fn site(&self) -> Arc<Site> {
+        self.site.clone()
+    }
+
+    /// Serves `apps` as the configured apps from now on (a config reload). On error
+    /// nothing changes.
+    pub async fn reconfigure(&self, apps: Vec<AppConfig>) -> Result<()> {
+        let mut state = self.state.lock().await;
+        let deployed = state.deployed.clone();
+        self.swap(&mut state, apps, deployed).await
+    }
+
+    /// Deploys `entry` (its component file already in place), replacing an app of the
+    /// same name. Returns the component's digest. On error nothing changes.
+    pub async fn deploy(&self, entry: AppConfig) -> Result<String> {
+        let mut state = self.state.lock().await;
+        let name = entry.name.clone();
+        let mut deployed = state.deployed.clone();
+        deployed.insert(name.clone(), entry);
+        let configured = state.configured.clone();
+        self.swap(&mut state, configured, deployed).await?;
+        Ok(state.loaded.digest(&name).unwrap_or_default())
+    }
+
+    /// Stops serving deployed app `name`; `false` if no such app was deployed.
+    pub async fn remove(&self, name: &str) -> Result<bool> {
+        let mut state = self.state.lock().await;
+        let mut deployed = state.deployed.clone();
+        if deployed.remove(name).is_none() {
+            return Ok(false);
+        }
+        let configured = state.configured.clone();
+        self.swap(&mut state, configured, deployed).await?;
+        Ok(true)
+    }
+
+    /// The apps served now.
+    pub async fn apps(&self) -> Vec<AppInfo> {
+        let state = self.state.lock().await;
+        merged(&state.configured, &state.deployed)
+            .iter()
+            .map(|entry| {
+                let (running, waiting) = state.loaded.load_of(&entry.name);
+                AppInfo {
+                    name: entry.name.clone(),
+                    digest: state.loaded.digest(&entry.name).unwrap_or_default(),
+                    routes: entry.routes.iter().map(ToString::to_string).collect(),
+                    deployed: state.deployed.contains_key(&entry.name),
+                    running,
+                    waiting,
+                }
+            })
+            .collect()
+    }
+
+    /// Loads `configured` + `deployed` and swaps them in; on error keeps `state`.
+    async fn swap(
+        &self,
+        state: &mut State,
+        configured: Vec<AppConfig>,
+        deployed: BTreeMap<String, AppConfig>,
+    ) -> Result<()> {
+        let apps = merged(&configured, &deployed);
+        let (directory, loaded) =
+            load::load_site(&self.engine, &self.cache, &apps, Some(&state.loaded)).await?;
+        self.site.replace(directory);
+        *state = State {
+            configured,
+            deployed,
+            loaded,
+        };
+        Ok(())
+    }
+}
+
+/// Configured apps not replaced by a deployed one, in file order, then the deployed
+/// ones by name.
+fn merged(configured: &[AppConfig], deployed: &BTreeMap<String, AppConfig>) -> Vec<AppConfig> {
+    configured
+        .iter()
+        .filter(|app| !deployed.contains_key(&app.name))
+        .chain(deployed.values())
+        .cloned()
+        .collect()
+}

@@ -1,0 +1,247 @@
+//! Many apps in one wedge (`wedge serve --config wedge.toml`): routing by host and
+//! path, per-app limits, per-app admission (a flooded app does not hold up another),
+//! and config errors reported all at once.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+
+use support::{Server, curl, example, temp_dir};
+
+/// Writes `wedge.toml` into a fresh directory: cleartext listener on an ephemeral
+/// port, then `apps` (TOML text; `{hello}`, `{echo}` name example components).
+fn config(apps: &str) -> PathBuf {
+    let dir = temp_dir("tenancy");
+    let text = apps
+        .replace("{hello}", &example("hello").display().to_string())
+        .replace("{echo}", &example("echo").display().to_string());
+    let path = dir.join("wedge.toml");
+    std::fs::write(&path, format!("listen = \"127.0.0.1:0\"\n\n{text}")).unwrap();
+    path
+}
+
+fn serve(config: &Path) -> Server {
+    Server::start_config(config, &["--access-log"])
+}
+
+/// Status and body of a request with the given Host header.
+fn get(server: &Server, host: &str, path: &str) -> (String, String) {
+    let out = curl(&[
+        "--header",
+        &format!("host: {host}"),
+        "--write-out",
+        "\n%{http_code}",
+        &format!("{}{path}", server.url),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap();
+    (status.to_string(), body.to_string())
+}
+
+#[test]
+fn requests_go_to_the_app_of_the_most_specific_route_and_others_get_404() {
+    let path = config(
+        r#"
+[[app]]
+name = "hello"
+component = "{hello}"
+routes = ["hello.localhost/", "/hello"]
+
+[[app]]
+name = "echo"
+component = "{echo}"
+routes = ["*.localhost/echo", "/echo"]
+"#,
+    );
+    let server = serve(&path);
+    assert_eq!(get(&server, "hello.localhost", "/anything").0, "200");
+    assert_eq!(
+        get(&server, "other", "/hello/x"),
+        ("200".into(), "Hello, world!\n".into())
+    );
+    // The exact host beats the wildcard, whatever the path.
+    assert_eq!(
+        get(&server, "hello.localhost", "/echo").1,
+        "Hello, world!\n"
+    );
+    // The wildcard host reaches echo; echo answers an empty GET with an empty body.
+    assert_eq!(
+        get(&server, "a.localhost", "/echo"),
+        ("200".into(), String::new())
+    );
+    let (status, body) = get(&server, "other", "/helloworld");
+    assert_eq!(status, "404");
+    assert_eq!(body, "404 Not Found: no app serves other/helloworld\n");
+    // The access log names the app each request went to.
+    server.wait_for_log("[hello] GET /anything 200");
+    server.wait_for_log("[echo] GET /echo 200");
+}
+
+#[test]
+fn each_app_gets_its_own_limits() {
+    let path = config(
+        r#"
+[[app]]
+name = "small"
+component = "{echo}"
+routes = ["/small"]
+[app.limits]
+max_body = "1KiB"
+
+[[app]]
+name = "large"
+component = "{echo}"
+routes = ["/large"]
+[app.limits]
+max_body = "1MiB"
+"#,
+    );
+    let server = serve(&path);
+    let body = "x".repeat(4096);
+    let post = |path: &str| {
+        let out = curl(&[
+            "--write-out",
+            "%{http_code}",
+            "--output",
+            "/dev/null",
+            "--data-binary",
+            &body,
+            &format!("{}{path}", server.url),
+        ]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(post("/small"), "413");
+    assert_eq!(post("/large"), "200");
+}
+
+/// A request to `path` whose body stays open: its instance runs until `finish`.
+/// Returns once the response head arrived (the request holds an instance).
+struct Parked(TcpStream);
+
+impl Parked {
+    fn open(server: &Server, path: &str) -> Parked {
+        let mut stream = TcpStream::connect(server.authority()).unwrap();
+        write!(
+            stream,
+            "POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n2\r\nhi\r\n"
+        )
+        .unwrap();
+        let mut status = String::new();
+        BufReader::new(stream.try_clone().unwrap())
+            .read_line(&mut status)
+            .unwrap();
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        Parked(stream)
+    }
+
+    fn finish(mut self) {
+        self.0.write_all(b"0\r\n\r\n").unwrap();
+    }
+}
+
+#[test]
+fn a_flooded_app_does_not_hold_up_another() {
+    let path = config(
+        r#"
+[[app]]
+name = "flooded"
+component = "{echo}"
+routes = ["/flooded"]
+[app.limits]
+max_concurrent = 2
+queue = 0
+
+[[app]]
+name = "calm"
+component = "{hello}"
+routes = ["/calm"]
+[app.limits]
+max_concurrent = 2
+queue = 0
+"#,
+    );
+    let server = serve(&path);
+    let parked = [
+        Parked::open(&server, "/flooded"),
+        Parked::open(&server, "/flooded"),
+    ];
+    // The flooded app is full: its next request is refused at once...
+    assert_eq!(get(&server, "x", "/flooded").0, "503");
+    // ...while the other app answers, its requests not queued behind the flood.
+    for _ in 0..5 {
+        assert_eq!(get(&server, "x", "/calm").0, "200");
+    }
+    for request in parked {
+        request.finish();
+    }
+}
+
+#[test]
+fn every_config_error_is_reported_with_its_line_and_exit_2() {
+    let path = config(
+        r#"
+[[app]]
+name = "hello"
+component = "{hello}"
+routes = ["nopath"]
+[app.limits]
+memory = "12XB"
+"#,
+    );
+    let out = support::wedge(
+        &["serve", "--config", path.to_str().unwrap()],
+        &temp_dir("data"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    let file = path.display().to_string();
+    assert!(
+        lines[0].starts_with(&format!("error: {file}:7: app[0].routes[0]")),
+        "{stderr}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("error: {file}:9: app[0].limits.memory")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_changed_config_is_reloaded_and_an_invalid_one_refused() {
+    let app = |name: &str, component: &str| {
+        format!("[[app]]\nname = \"{name}\"\ncomponent = \"{component}\"\nroutes = [\"/a\"]\n")
+    };
+    let path = config(&app("first", "{hello}"));
+    let server = serve(&path);
+    assert_eq!(
+        get(&server, "x", "/a"),
+        ("200".into(), "Hello, world!\n".into())
+    );
+
+    let rewrite = |apps: &str| {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let listen = text.lines().next().unwrap();
+        let apps = apps.replace("{echo}", &example("echo").display().to_string());
+        std::fs::write(&path, format!("{listen}\n{apps}")).unwrap();
+    };
+    // The file changes: /a goes to echo (an empty GET echoes nothing).
+    rewrite(&app("second", "{echo}"));
+    support::poll_until("the reloaded app answering", || {
+        (get(&server, "x", "/a") == ("200".into(), String::new())).then_some(())
+    });
+
+    // An invalid file is refused, the previous apps serve on.
+    rewrite("[[app]]\nname = \"broken\"\n");
+    server.wait_for_log("config reload refused");
+    assert_eq!(get(&server, "x", "/a"), ("200".into(), String::new()));
+
+    // SIGHUP reloads too.
+    rewrite(&app("second", "{echo}"));
+    server.wait_for_log("config reloaded");
+    support::sighup(server.pid());
+    server.wait_for_log("SIGHUP: reloading");
+    assert_eq!(get(&server, "x", "/a"), ("200".into(), String::new()));
+}
