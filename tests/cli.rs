@@ -121,7 +121,7 @@ fn a_guest_crate_directory_is_built_and_served() {
 fn sigterm_finishes_requests_in_flight_then_exits_0() {
     let server = Server::start(&example("faults"), &["--drain-timeout", "30s"]);
     let url = format!("{}/sleep?ms=1500", server.url);
-    let in_flight = std::thread::spawn(move || curl(&["--fail", &url]));
+    let in_flight = std::thread::spawn(move || curl(&["--fail", "--include", &url]));
     server.wait_for_log("[faults] sleeping 1500 ms");
     sigterm(server.pid());
     let out = in_flight.join().unwrap();
@@ -130,7 +130,10 @@ fn sigterm_finishes_requests_in_flight_then_exits_0() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(out.stdout, b"slept 1500\n");
+    let response = String::from_utf8_lossy(&out.stdout).to_lowercase();
+    // HTTP/1.1's way to say "no more requests on this connection" while draining.
+    assert!(response.contains("\r\nconnection: close\r\n"), "{response}");
+    assert!(response.ends_with("\r\n\r\nslept 1500\n"), "{response}");
     let url = server.url.clone();
     let (status, log) = server.wait_exit(Duration::from_secs(60));
     assert_eq!(status.code(), Some(0), "{log}");
