@@ -24,7 +24,9 @@ struct Target {
 /// The real binary serving `faults` on cleartext HTTP/1.1 and h2c, with `args`.
 async fn binary_with(args: &'static [&'static str]) -> Target {
     let server = tokio::task::spawn_blocking(move || {
-        let mut all = vec!["--no-tls"];
+        // The engine's limits are under test, not the app's: room for every stream
+        // an attacker parks plus the well-behaved client's.
+        let mut all = vec!["--no-tls", "--max-concurrent", "1000"];
         all.extend_from_slice(args);
         Server::start(&example("faults"), &all)
     })
