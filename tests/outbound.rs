@@ -5,10 +5,18 @@
 mod h3_support;
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::mpsc;
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
 
 use h3_support::{H3Server, exchange};
 use support::{Server, curl, example, pattern, sha256, temp_dir};
@@ -157,64 +165,111 @@ async fn a_connect_past_the_timeout_fails_with_connection_timeout() {
     );
 }
 
-/// An origin on 127.0.0.1 that answers each request only when told to:
-/// reports each request head as it arrives, then waits for a release.
-struct HeldOrigin {
+/// An HTTP/1.1 origin on 127.0.0.1 (hyper, keep-alive) that counts the
+/// connections it accepts and sees closed, reports each request's path as it
+/// arrives and, if `held`, answers `ok` only when released.
+struct Origin {
     addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+    closed: Arc<AtomicUsize>,
     arrived: mpsc::Receiver<String>,
-    release: mpsc::Sender<()>,
+    release: Arc<tokio::sync::Semaphore>,
 }
 
-impl HeldOrigin {
-    fn start() -> HeldOrigin {
+impl Origin {
+    fn start(held: bool) -> Origin {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let (arrived_tx, arrived) = mpsc::channel();
-        let (release, release_rx) = mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
-                let head = read_head(&mut stream);
-                if arrived_tx.send(head).is_err() || release_rx.recv().is_err() {
-                    return;
-                }
-                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nok\n");
-            }
-        });
-        HeldOrigin {
+        let origin = Origin {
             addr,
+            accepted: Arc::default(),
+            closed: Arc::default(),
             arrived,
-            release,
-        }
+            release: Arc::new(tokio::sync::Semaphore::new(0)),
+        };
+        let (accepted, closed, release) = (
+            origin.accepted.clone(),
+            origin.closed.clone(),
+            origin.release.clone(),
+        );
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        return;
+                    };
+                    accepted.fetch_add(1, Ordering::SeqCst);
+                    let (arrived, release, closed) =
+                        (arrived_tx.clone(), release.clone(), closed.clone());
+                    let answer = service_fn(move |request: hyper::Request<Incoming>| {
+                        let (arrived, release) = (arrived.clone(), release.clone());
+                        async move {
+                            let _ = arrived.send(request.uri().path().to_string());
+                            if held {
+                                release.acquire().await.unwrap().forget();
+                            }
+                            Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(
+                                "ok\n",
+                            ))))
+                        }
+                    });
+                    tokio::spawn(async move {
+                        let io = TokioIo::new(stream);
+                        let _ = http1::Builder::new().serve_connection(io, answer).await;
+                        closed.fetch_add(1, Ordering::SeqCst);
+                    });
+                }
+            });
+        });
+        origin
     }
 
-    /// The next request head (bounded wait).
-    fn next_head(&self) -> String {
+    /// The next request's path (bounded wait).
+    fn next_path(&self) -> String {
         self.arrived
             .recv_timeout(Duration::from_secs(60))
             .expect("a request reached the origin")
     }
-}
 
-fn read_head(stream: &mut TcpStream) -> String {
-    let mut head = Vec::new();
-    let mut byte = [0u8];
-    while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
-        head.push(byte[0]);
+    /// Lets `n` held requests answer.
+    fn release(&self, n: usize) {
+        self.release.add_permits(n);
     }
-    String::from_utf8_lossy(&head).into_owned()
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Waits (bounded) until `n` of its connections have closed.
+    fn wait_closed(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while self.closed.load(Ordering::SeqCst) < n {
+            assert!(
+                Instant::now() < deadline,
+                "{} of {} connections closed, not {n}",
+                self.closed.load(Ordering::SeqCst),
+                self.accepted()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 #[test]
 fn requests_past_the_in_flight_limit_fail_until_one_finishes() {
-    let origin = HeldOrigin::start();
-    let authority = origin.addr.to_string();
-    let proxy = proxy(&authority, &["--outbound-max-concurrent", "1"]);
+    let (origin, authority, proxy) = proxied_origin(true, &["--outbound-max-concurrent", "1"]);
     let url = |path: &str| format!("{}/http://{authority}/{path}", proxy.server.url);
 
     let first_url = url("first");
     let first = std::thread::spawn(move || status_and_body(&[&first_url]));
-    assert!(origin.next_head().starts_with("GET /first "));
+    assert_eq!(origin.next_path(), "/first");
 
     // The first is in flight (the origin holds it): the second is refused.
     let (status, body) = status_and_body(&["--max-time", "30", &url("second")]);
@@ -224,7 +279,7 @@ fn requests_past_the_in_flight_limit_fail_until_one_finishes() {
         "app `proxy`: outbound request to {authority} refused: 1 already in flight"
     ));
 
-    origin.release.send(()).unwrap();
+    origin.release(1);
     assert_eq!(first.join().unwrap(), ("200".into(), "ok\n".into()));
 
     // Its slot comes back once its connection is done (poll, bounded).
@@ -239,8 +294,8 @@ fn requests_past_the_in_flight_limit_fail_until_one_finishes() {
             std::thread::sleep(Duration::from_millis(20));
         }
     });
-    assert!(origin.next_head().starts_with("GET /third "));
-    origin.release.send(()).unwrap();
+    assert_eq!(origin.next_path(), "/third");
+    origin.release(1);
     assert_eq!(third.join().unwrap(), ("200".into(), "ok\n".into()));
 }
 
@@ -276,7 +331,191 @@ fn a_refused_connection_is_a_502_and_logged_with_the_app() {
     let (status, body) = status_and_body(&[&through(&proxy.server, &closed)]);
     assert_eq!(status, "502", "{body}");
     assert!(body.contains("connection refused"), "{body}");
-    proxy
-        .server
-        .wait_for_log("app `proxy`: outbound connection failed: ");
+    proxy.server.wait_for_log(&format!(
+        "app `proxy`: outbound connection to {closed} failed: connecting to {closed}: "
+    ));
+}
+
+/// An [`Origin`] (`held` or not), its authority and a proxy allowed to reach
+/// it with `extra` flags.
+fn proxied_origin(held: bool, extra: &[&str]) -> (Origin, String, H3Server) {
+    let origin = Origin::start(held);
+    let authority = origin.addr.to_string();
+    let proxy = proxy(&authority, extra);
+    (origin, authority, proxy)
+}
+
+/// GETs `path` through `proxy` `n` times, one after another; each must be a 200.
+fn get_in_turn(proxy: &Server, origin: &str, n: usize) {
+    for i in 0..n {
+        let url = format!("{}/http://{origin}/{i}", proxy.url);
+        let (status, body) = status_and_body(&["--max-time", "30", &url]);
+        assert_eq!(status, "200", "{body}\nproxy log:\n{}", proxy.log());
+    }
+}
+
+#[test]
+fn an_allowed_name_reaches_a_local_origin() {
+    let origin = echo_origin();
+    let port = origin.authority().rsplit_once(':').unwrap().1;
+    let allowed = format!("localhost:{port}");
+    let proxy = proxy(&allowed, &[]);
+    let url = through(&proxy.server, &allowed);
+    let (status, body) = status_and_body(&["--data-binary", "hello", &url]);
+    assert_eq!(status, "200", "{body}\nproxy log:\n{}", proxy.server.log());
+    assert_eq!(body, "hello");
+}
+
+#[test]
+fn a_loopback_address_not_on_the_list_is_denied() {
+    let origin = Origin::start(false);
+    let port = origin.addr.port();
+    let proxy = proxy(&format!("localhost:{port}"), &[]);
+    let other = format!("127.0.0.2:{port}");
+    let (status, body) = status_and_body(&[&through(&proxy.server, &other)]);
+    assert_eq!(status, "403", "{body}");
+    proxy.server.wait_for_log(&format!(
+        "app `proxy`: outbound request to {other} denied (not in --allow-outbound)"
+    ));
+    assert_eq!(origin.accepted(), 0);
+}
+
+/// `127.1` is a name to wedge's allow-list but the resolver (getaddrinfo)
+/// reads it as 127.0.0.1: a deterministic stand-in for a public name whose DNS
+/// answer is a loopback address.
+#[test]
+fn a_name_that_resolves_to_loopback_is_denied_unless_the_list_names_the_address() {
+    let origin = Origin::start(false);
+    let port = origin.addr.port();
+    let name = format!("127.1:{port}");
+    let by_name = proxy(&name, &[]);
+    let (status, body) = status_and_body(&[&through(&by_name.server, &name)]);
+    assert_eq!(status, "403", "{body}");
+    assert!(body.contains("denied"), "{body}");
+    let log = by_name.server.wait_for_log(&format!(
+        "app `proxy`: outbound request to {name} denied: it resolves to 127.0.0.1 (loopback), \
+         which --allow-outbound does not name"
+    ));
+    assert_eq!(log.matches("outbound request to").count(), 1, "{log}");
+    assert_eq!(origin.accepted(), 0);
+
+    // Naming the address itself allows it.
+    let literal = origin.addr.to_string();
+    let by_address = proxy(&literal, &[]);
+    get_in_turn(&by_address.server, &literal, 1);
+}
+
+#[test]
+fn sequential_requests_reuse_one_connection() {
+    let (origin, authority, proxy) = proxied_origin(false, &[]);
+    get_in_turn(&proxy.server, &authority, 5);
+    assert_eq!(origin.accepted(), 1);
+}
+
+#[test]
+fn idle_connections_past_the_per_host_bound_are_closed() {
+    let (origin, authority, proxy) = proxied_origin(true, &["--outbound-idle-per-host", "1"]);
+    // Three requests at once need three connections.
+    let clients: Vec<_> = (0..3)
+        .map(|i| {
+            let url = format!("{}/http://{authority}/{i}", proxy.server.url);
+            std::thread::spawn(move || status_and_body(&["--max-time", "60", &url]))
+        })
+        .collect();
+    for _ in 0..3 {
+        origin.next_path();
+    }
+    origin.release(3);
+    for client in clients {
+        assert_eq!(client.join().unwrap().0, "200");
+    }
+    assert_eq!(origin.accepted(), 3);
+    // One stays in the pool, the other two are closed once idle.
+    origin.wait_closed(2);
+    origin.release(1);
+    get_in_turn(&proxy.server, &authority, 1);
+    assert_eq!(origin.accepted(), 3);
+}
+
+#[test]
+fn an_idle_connection_is_closed_after_the_idle_timeout() {
+    let (origin, authority, proxy) = proxied_origin(false, &["--outbound-idle-timeout", "300ms"]);
+    get_in_turn(&proxy.server, &authority, 1);
+    origin.wait_closed(1);
+}
+
+/// An origin serving `echo` over TLS with its development certificate, logging
+/// each request's protocol; and that certificate's file.
+fn tls_echo_origin() -> (Server, String) {
+    let data = temp_dir("tls-origin");
+    let origin = Server::start_in(&example("echo"), &["--access-log"], &data);
+    let cert = data.join("tls/dev-cert.pem").display().to_string();
+    (origin, cert)
+}
+
+/// `127.0.0.1:PORT` of the origin's TLS listener (its certificate names 127.0.0.1).
+fn tls_authority(origin: &Server) -> String {
+    let url = origin.tls_url.as_deref().expect("a TLS listener");
+    let port = url.rsplit_once(':').unwrap().1;
+    format!("127.0.0.1:{port}")
+}
+
+#[test]
+fn h2_over_tls_where_the_origin_offers_it() {
+    let (origin, cert) = tls_echo_origin();
+    let authority = tls_authority(&origin);
+    let proxy = proxy(&authority, &["--outbound-ca", &cert]);
+    for i in 0..3 {
+        let url = format!("{}/https://{authority}/{i}", proxy.server.url);
+        let (status, body) = status_and_body(&["--data-binary", "over h2", &url]);
+        assert_eq!(status, "200", "{body}\nproxy log:\n{}", proxy.server.log());
+        assert_eq!(body, "over h2");
+    }
+    let log = origin.wait_for_log("POST /2 200");
+    for i in 0..3 {
+        let line = log
+            .lines()
+            .find(|line| line.contains(&format!("POST /{i} 200")))
+            .unwrap();
+        assert!(line.ends_with(" h2"), "{line}");
+    }
+}
+
+#[test]
+fn an_origin_certificate_no_root_vouches_for_is_a_tls_certificate_error() {
+    let (origin, _cert) = tls_echo_origin();
+    let authority = tls_authority(&origin);
+    let proxy = proxy(&authority, &[]);
+    let url = format!("{}/https://{authority}/", proxy.server.url);
+    let (status, body) = status_and_body(&[&url]);
+    assert_eq!(status, "502", "{body}");
+    assert!(body.contains("tls certificate error"), "{body}");
+    proxy.server.wait_for_log(&format!(
+        "app `proxy`: outbound connection to {authority} failed: TLS: "
+    ));
+}
+
+#[test]
+fn a_bad_outbound_ca_is_one_line_and_exit_2() {
+    let dir = temp_dir("bad-ca");
+    let not_pem = dir.join("not.pem");
+    std::fs::write(&not_pem, "no certificate here\n").unwrap();
+    for (file, says) in [
+        (not_pem.clone(), "holds no PEM certificate"),
+        (dir.join("missing.pem"), "cannot read certificates from"),
+    ] {
+        let out = support::wedge(
+            &[
+                "serve",
+                example("proxy").to_str().unwrap(),
+                "--outbound-ca",
+                file.to_str().unwrap(),
+            ],
+            &dir,
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
 }

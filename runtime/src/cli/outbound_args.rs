@@ -1,9 +1,15 @@
-//! `--allow-outbound` and the outbound limits: where a guest may send HTTP
-//! requests, defaults taken from [`Outbound`] (and shown in `--help`).
+//! `--allow-outbound`, the outbound limits and the outbound client's settings:
+//! where a guest may send HTTP requests, defaults taken from [`Outbound`] and
+//! [`ClientSettings`] (and shown in `--help`).
+
+use std::path::PathBuf;
 
 use clap::builder::TypedValueParser;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 use crate::host::outbound::{HostPattern, Outbound};
+use crate::host::outbound_client::{self, ClientSettings};
 
 fn defaults() -> Outbound {
     Outbound::default()
@@ -15,7 +21,9 @@ fn defaults() -> Outbound {
 pub struct OutboundArgs {
     /// A destination guests may send HTTP requests to: `host` (any port),
     /// `host:port` or `*.domain[:port]`; repeat for more. Without any, every
-    /// outbound request is denied (the guest gets HTTP-request-denied).
+    /// outbound request is denied (the guest gets HTTP-request-denied). A name
+    /// that resolves to a loopback, private, link-local or other special
+    /// address is denied too, unless the pattern is that IP address or `localhost`.
     #[arg(long = "allow-outbound", value_name = "PATTERN")]
     pub allow_outbound: Vec<HostPattern>,
 
@@ -28,6 +36,38 @@ pub struct OutboundArgs {
     #[arg(long, default_value_t = defaults().max_concurrent,
           value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
     pub outbound_max_concurrent: usize,
+
+    /// A PEM file of certificate authorities to trust for outbound TLS besides
+    /// the webpki roots (Mozilla's list); repeat for more.
+    #[arg(long = "outbound-ca", value_name = "FILE", value_parser = parse_ca)]
+    pub outbound_ca: Vec<CaFile>,
+
+    /// Idle connections kept per origin (and app) for reuse; more are closed
+    /// once idle. 0 opens a new connection for every request.
+    #[arg(long, default_value_t = outbound_client::DEFAULT_MAX_IDLE_PER_HOST)]
+    pub outbound_idle_per_host: usize,
+
+    /// How long an idle outbound connection is kept for reuse.
+    #[arg(long, default_value_t = outbound_client::DEFAULT_IDLE_TIMEOUT.into())]
+    pub outbound_idle_timeout: humantime::Duration,
+}
+
+/// The certificates of one `--outbound-ca` file.
+#[derive(Debug, Clone)]
+pub struct CaFile(Vec<CertificateDer<'static>>);
+
+/// Reads a PEM file of CA certificates, each checked to be usable as a root.
+fn parse_ca(path: &str) -> Result<CaFile, String> {
+    let path = PathBuf::from(path);
+    let certs = CertificateDer::pem_file_iter(&path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|err| format!("cannot read certificates from {}: {err}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no PEM certificate", path.display()));
+    }
+    outbound_client::tls_config(&certs)
+        .map_err(|err| format!("{} is not a usable CA certificate: {err}", path.display()))?;
+    Ok(CaFile(certs))
 }
 
 impl OutboundArgs {
@@ -36,6 +76,19 @@ impl OutboundArgs {
             allow: self.allow_outbound.clone(),
             connect_timeout: self.outbound_connect_timeout.into(),
             max_concurrent: self.outbound_max_concurrent,
+        }
+    }
+
+    /// The host-wide settings of the apps' outbound clients.
+    pub fn client_settings(&self) -> ClientSettings {
+        ClientSettings {
+            extra_roots: self
+                .outbound_ca
+                .iter()
+                .flat_map(|ca| ca.0.clone())
+                .collect(),
+            max_idle_per_host: self.outbound_idle_per_host,
+            idle_timeout: self.outbound_idle_timeout.into(),
         }
     }
 }

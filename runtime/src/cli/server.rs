@@ -59,6 +59,8 @@ where
     Fut: Future<Output = Result<Started>>,
 {
     let limits = args.limits();
+    // Every app's outbound client is built with these: set before any is.
+    host::outbound_client::configure(args.outbound.client_settings())?;
     let data_dir = args.data_dir();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,6 +1,6 @@
 //! wedge's choices for wasi:http behaviour (`WasiHttpHooks`): outbound
 //! requests go only where the app's [`Outbound`] policy allows, within its
-//! connect timeout and concurrency limit.
+//! connect timeout and concurrency limit, through the app's pooled client.
 
 use std::sync::Arc;
 
@@ -9,6 +9,7 @@ use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::outbound::Outbound;
+use super::outbound_client::{OutboundClient, Timeouts};
 
 /// A chunk the guest may hand over in one write. With one buffered chunk the
 /// guest blocks once about two chunks are queued, so memory per response is
@@ -18,14 +19,21 @@ const OUTGOING_BODY_CHUNK: usize = 16 * 1024;
 /// An app's outbound policy and its requests in flight, shared by all of the
 /// app's stores.
 pub(crate) struct OutboundGate {
-    policy: Outbound,
+    policy: Arc<Outbound>,
     in_flight: Arc<Semaphore>,
+    client: OutboundClient,
 }
 
 impl OutboundGate {
     pub(crate) fn new(policy: Outbound) -> Self {
         let in_flight = Arc::new(Semaphore::new(policy.max_concurrent));
-        OutboundGate { policy, in_flight }
+        let policy = Arc::new(policy);
+        let client = OutboundClient::new(policy.clone());
+        OutboundGate {
+            policy,
+            in_flight,
+            client,
+        }
     }
 
     /// Admits a request to `uri`, or says why not (the guest's error code).
@@ -67,10 +75,10 @@ type BoxedSendFuture =
     Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), Error>> + Send>;
 
 impl WasiHttpHooks for GuestHooks {
-    /// Sends an allowed request with wasmtime-wasi-http's HTTP/1.1 client:
-    /// both bodies stream (the request body is pulled from the guest as the
-    /// connection takes it; the response body is read as the guest reads).
-    /// The connect timeout is the app's, or the guest's if shorter.
+    /// Sends an allowed request through the app's client: both bodies stream
+    /// (the request body is pulled from the guest as the connection takes it;
+    /// the response body is read as the guest reads), and the request counts
+    /// against the in-flight limit until its response body is done.
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
@@ -81,30 +89,18 @@ impl WasiHttpHooks for GuestHooks {
             Ok(permit) => permit,
             Err(err) => return Box::new(async { Err(err) }),
         };
-        let mut options = options.unwrap_or_default();
-        let limit = self.outbound.policy.connect_timeout;
-        options.connect_timeout = Some(options.connect_timeout.map_or(limit, |t| t.min(limit)));
+        let timeouts = Timeouts::new(options, self.outbound.policy.connect_timeout);
+        let client = self.outbound.client.clone();
+        let app = self.app.clone();
         Box::new(async move {
-            use http_body_util::BodyExt;
-            let (response, io) =
-                wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
-            // The connection task lives until both bodies are done (or the
-            // guest drops the response): that is when the request stops
-            // counting against the limit.
-            let io: IoFuture = Box::new(async move {
-                let _permit = permit;
-                io.await
-            });
-            Ok((response.map(BodyExt::boxed_unsync), io))
+            let response = client.send(&app, request, timeouts, permit).await?;
+            // The client's own tasks drive the connection.
+            let io: IoFuture = Box::new(async { Ok(()) });
+            Ok((response, io))
         })
     }
 
-    // The default hooks log these without saying whose request it was.
-    fn p2_error_from_connect(&mut self, err: &std::io::Error) -> ErrorCode {
-        tracing::warn!("app `{}`: outbound connection failed: {err}", self.app);
-        ErrorCode::ConnectionRefused
-    }
-
+    // The default hook logs this without saying whose request it was.
     fn p2_error_from_hyper(&mut self, err: &hyper::Error) -> ErrorCode {
         tracing::warn!("app `{}`: outbound request failed: {err}", self.app);
         ErrorCode::HttpProtocolError

@@ -2,8 +2,11 @@
 //! (`--allow-outbound`) and the limits on reaching them. Nothing is allowed
 //! unless a pattern names it.
 
+use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 use std::time::Duration;
+
+use super::ip_class;
 
 /// Default time a connection to an allowed origin may take to open.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,6 +42,49 @@ impl Outbound {
         let host = normalise(host);
         self.allow.iter().any(|p| p.matches(&host, port))
     }
+
+    /// Of the addresses `host:port` resolved to, those a connection may go to:
+    /// public ones, and special ones (loopback, private, ...) that an entry
+    /// allowing `host:port` names itself. None left → the first refused
+    /// address and its class, for the log.
+    pub fn reachable(
+        &self,
+        host: &str,
+        port: u16,
+        resolved: impl IntoIterator<Item = SocketAddr>,
+    ) -> Result<Vec<SocketAddr>, Refused> {
+        let host = normalise(host);
+        let entries: Vec<&HostPattern> = self
+            .allow
+            .iter()
+            .filter(|p| p.matches(&host, port))
+            .collect();
+        let mut refused = None;
+        let mut reachable = Vec::new();
+        for addr in resolved {
+            match ip_class::special(addr.ip()) {
+                Some(class) if !entries.iter().any(|p| p.names_address(addr.ip())) => {
+                    refused.get_or_insert(Refused {
+                        address: addr.ip(),
+                        class,
+                    });
+                }
+                _ => reachable.push(addr),
+            }
+        }
+        match refused {
+            Some(refused) if reachable.is_empty() => Err(refused),
+            _ => Ok(reachable),
+        }
+    }
+}
+
+/// A special address no allow-list entry names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    pub address: IpAddr,
+    /// What kind of address it is (`loopback`, `private`, ...).
+    pub class: &'static str,
 }
 
 /// One `--allow-outbound` entry: `host`, `host:port`, `*.domain` or
@@ -64,6 +110,21 @@ impl HostPattern {
         } else {
             host == self.host
         }
+    }
+
+    /// Whether this entry names `ip` itself, so reaching it is the operator's
+    /// choice: the same IP literal, or `localhost` (`*.localhost`) for a
+    /// loopback address. A name that merely resolves to `ip` does not.
+    fn names_address(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        if self.host == "localhost" || self.host.ends_with(".localhost") {
+            return ip.is_loopback();
+        }
+        !self.subdomains
+            && self
+                .host
+                .parse::<IpAddr>()
+                .is_ok_and(|named| named.to_canonical() == ip)
     }
 }
 
@@ -204,5 +265,108 @@ mod tests {
             assert!(err.contains("not an outbound host pattern"), "{bad}: {err}");
             assert!(!err.contains('\n'), "{err}");
         }
+    }
+
+    fn addrs(ips: &[&str]) -> Vec<SocketAddr> {
+        ips.iter()
+            .map(|ip| SocketAddr::new(ip.parse().unwrap(), 443))
+            .collect()
+    }
+
+    #[test]
+    fn a_name_resolving_to_a_special_address_is_refused() {
+        let outbound = policy(&["api.example.com"]);
+        let refused = outbound
+            .reachable("api.example.com", 443, addrs(&["10.0.0.5"]))
+            .unwrap_err();
+        assert_eq!(refused.address, "10.0.0.5".parse::<IpAddr>().unwrap());
+        assert_eq!(refused.class, "private");
+        for ip in [
+            "127.0.0.1",
+            "::1",
+            "169.254.169.254",
+            "::ffff:127.0.0.1",
+            "0.0.0.0",
+        ] {
+            assert!(
+                outbound
+                    .reachable("api.example.com", 443, addrs(&[ip]))
+                    .is_err(),
+                "{ip}"
+            );
+        }
+    }
+
+    #[test]
+    fn public_addresses_are_reachable_and_special_ones_left_out() {
+        let outbound = policy(&["api.example.com"]);
+        let mixed = addrs(&["10.0.0.5", "93.184.216.34", "::1", "2606:2800::1"]);
+        assert_eq!(
+            outbound.reachable("api.example.com", 443, mixed),
+            Ok(addrs(&["93.184.216.34", "2606:2800::1"]))
+        );
+    }
+
+    #[test]
+    fn an_ip_literal_entry_makes_that_address_reachable() {
+        let outbound = policy(&["127.0.0.1:8080", "[fd00::1]"]);
+        let loopback = vec![SocketAddr::new("127.0.0.1".parse().unwrap(), 8080)];
+        assert_eq!(
+            outbound.reachable("127.0.0.1", 8080, loopback.clone()),
+            Ok(loopback)
+        );
+        // Its IPv4-mapped form is the same address.
+        let mapped = vec![SocketAddr::new("::ffff:127.0.0.1".parse().unwrap(), 8080)];
+        assert_eq!(
+            outbound.reachable("127.0.0.1", 8080, mapped.clone()),
+            Ok(mapped)
+        );
+        assert!(
+            outbound
+                .reachable("fd00::1", 443, addrs(&["fd00::1"]))
+                .is_ok()
+        );
+        // Only the address named: another loopback address is not.
+        assert!(
+            outbound
+                .reachable("127.0.0.1", 8080, addrs(&["127.0.0.2"]))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn localhost_entries_make_loopback_reachable_and_nothing_else() {
+        let outbound = policy(&["localhost:8080", "*.localhost"]);
+        for host in ["localhost", "app.localhost"] {
+            assert!(
+                outbound
+                    .reachable(host, 8080, addrs(&["127.0.0.1", "::1"]))
+                    .is_ok(),
+                "{host}"
+            );
+            let refused = outbound
+                .reachable(host, 8080, addrs(&["10.0.0.1"]))
+                .unwrap_err();
+            assert_eq!(refused.class, "private");
+        }
+    }
+
+    #[test]
+    fn an_entry_naming_an_address_counts_only_for_requests_it_allows() {
+        // `127.0.0.1:9000` names loopback, but not for `name:80`, which
+        // another (name) entry allows.
+        let outbound = policy(&["127.0.0.1:9000", "name"]);
+        assert!(
+            outbound
+                .reachable("name", 80, addrs(&["127.0.0.1"]))
+                .is_err()
+        );
+        // A wildcard over numbers is not an IP literal.
+        let wildcard = policy(&["*.0.0.1"]);
+        assert!(
+            wildcard
+                .reachable("127.0.0.1", 80, addrs(&["127.0.0.1"]))
+                .is_err()
+        );
     }
 }
