@@ -10,6 +10,8 @@
 
 mod app;
 #[cfg(test)]
+mod parse_text;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;

@@ -1,90 +1,7 @@
-use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::parse_text::{Samples, parse};
 use super::*;
-
-/// One sample: its name and labels, sorted.
-type Series = (String, BTreeMap<String, String>);
-
-/// A strict reader of the Prometheus text format (0.0.4): `# HELP` and `# TYPE`
-/// lines, then samples `name{label="value",...} number`. Every sample must belong
-/// to the family its `# TYPE` declared (a histogram's `_bucket`, `_sum`, `_count`).
-fn parse(text: &str) -> BTreeMap<Series, f64> {
-    let mut samples = BTreeMap::new();
-    let mut family: Option<(String, String)> = None;
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let (name, kind) = rest.split_once(' ').expect("# TYPE name kind");
-            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
-            family = Some((name.to_string(), kind.to_string()));
-            continue;
-        }
-        if line.starts_with("# HELP ") {
-            continue;
-        }
-        assert!(!line.starts_with('#'), "unexpected comment: {line}");
-        let (series, value) = line.rsplit_once(' ').expect("sample and value");
-        let value: f64 = value.parse().unwrap_or_else(|_| panic!("value in {line}"));
-        let (name, labels) = match series.split_once('{') {
-            Some((name, labels)) => (name, parse_labels(labels.strip_suffix('}').unwrap())),
-            None => (series, BTreeMap::new()),
-        };
-        let (declared, kind) = family.as_ref().expect("a sample before any # TYPE");
-        let suffixes: &[&str] = match kind.as_str() {
-            "histogram" => &["_bucket", "_sum", "_count"],
-            _ => &[""],
-        };
-        assert!(
-            suffixes
-                .iter()
-                .any(|suffix| name.strip_suffix(suffix) == Some(declared)),
-            "sample {name} outside its family {declared}"
-        );
-        let old = samples.insert((name.to_string(), labels), value);
-        assert!(old.is_none(), "sample given twice: {line}");
-    }
-    samples
-}
-
-/// `a="x",b="y\"z"` (without the braces).
-fn parse_labels(mut text: &str) -> BTreeMap<String, String> {
-    let mut labels = BTreeMap::new();
-    while !text.is_empty() {
-        let (key, rest) = text.split_once("=\"").expect("label=\"value\"");
-        assert!(
-            key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
-            "label name {key}"
-        );
-        let mut value = String::new();
-        let mut chars = rest.char_indices();
-        let end = loop {
-            match chars.next().expect("closing quote") {
-                (_, '\\') => match chars.next().expect("escaped char").1 {
-                    'n' => value.push('\n'),
-                    c => value.push(c),
-                },
-                (i, '"') => break i,
-                (_, c) => value.push(c),
-            }
-        };
-        labels.insert(key.to_string(), value);
-        text = rest[end + 1..]
-            .strip_prefix(',')
-            .unwrap_or(&rest[end + 1..]);
-    }
-    labels
-}
-
-fn value(samples: &BTreeMap<Series, f64>, name: &str, labels: &[(&str, &str)]) -> f64 {
-    let labels = labels
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let series = (name.to_string(), labels);
-    *samples
-        .get(&series)
-        .unwrap_or_else(|| panic!("no sample {series:?}"))
-}
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -106,8 +23,7 @@ fn requests_of_two_apps_are_counted_apart_by_protocol_and_status_class() {
 
     let samples = parse(&metrics.encode());
     let requests = |app, protocol, status| {
-        value(
-            &samples,
+        samples.get(
             "wedge_requests_total",
             &[("app", app), ("protocol", protocol), ("status", status)],
         )
@@ -119,32 +35,22 @@ fn requests_of_two_apps_are_counted_apart_by_protocol_and_status_class() {
     assert_eq!(requests("b \"quoted\"", "h3", "5xx"), 4.0);
     assert_eq!(requests("b \"quoted\"", "h1", "2xx"), 0.0);
 
-    let bytes = |app| value(&samples, "wedge_response_body_bytes_total", &[("app", app)]);
+    let bytes = |app| samples.get("wedge_response_body_bytes_total", &[("app", app)]);
     assert_eq!(bytes("a"), 35.0);
     assert_eq!(bytes("b \"quoted\""), 400.0);
 
     let duration = "wedge_request_duration_seconds";
     assert_eq!(
-        value(&samples, &format!("{duration}_count"), &[("app", "a")]),
+        samples.get(&format!("{duration}_count"), &[("app", "a")]),
         6.0
     );
-    let bucket = |app, le| {
-        value(
-            &samples,
-            &format!("{duration}_bucket"),
-            &[("app", app), ("le", le)],
-        )
-    };
+    let bucket = |app, le| samples.get(&format!("{duration}_bucket"), &[("app", app), ("le", le)]);
     assert_eq!(bucket("a", "0.001"), 4.0);
     assert_eq!(bucket("a", "0.005"), 6.0);
     assert_eq!(bucket("b \"quoted\"", "1"), 0.0);
     assert_eq!(bucket("b \"quoted\"", "2.5"), 4.0);
     assert_eq!(bucket("b \"quoted\"", "+Inf"), 4.0);
-    let sum = value(
-        &samples,
-        &format!("{duration}_sum"),
-        &[("app", "b \"quoted\"")],
-    );
+    let sum = samples.get(&format!("{duration}_sum"), &[("app", "b \"quoted\"")]);
     assert!((sum - 8.0).abs() < 1e-9, "{sum}");
 }
 
@@ -164,13 +70,8 @@ fn faults_refusals_instances_and_body_bytes_are_counted_per_app() {
     let running = [a.instance(), a.instance(), b.instance()];
 
     let samples = parse(&metrics.encode());
-    let faults = |app, kind| {
-        value(
-            &samples,
-            "wedge_guest_faults_total",
-            &[("app", app), ("kind", kind)],
-        )
-    };
+    let faults =
+        |app, kind| samples.get("wedge_guest_faults_total", &[("app", app), ("kind", kind)]);
     assert_eq!(faults("a", "trap"), 2.0);
     assert_eq!(faults("a", "wall_timeout"), 1.0);
     assert_eq!(faults("a", "cpu_timeout"), 0.0);
@@ -178,13 +79,12 @@ fn faults_refusals_instances_and_body_bytes_are_counted_per_app() {
     assert_eq!(faults("b", "memory"), 1.0);
     assert_eq!(faults("b", "no_response"), 1.0);
     assert_eq!(faults("b", "trap"), 0.0);
-    let refused = |app| value(&samples, "wedge_admission_refused_total", &[("app", app)]);
+    let refused = |app| samples.get("wedge_admission_refused_total", &[("app", app)]);
     assert_eq!((refused("a"), refused("b")), (0.0, 1.0));
-    let read = |app| value(&samples, "wedge_request_body_bytes_total", &[("app", app)]);
+    let read = |app| samples.get("wedge_request_body_bytes_total", &[("app", app)]);
     assert_eq!((read("a"), read("b")), (7.0, 0.0));
-    let instances = |samples: &BTreeMap<Series, f64>, app| {
-        value(samples, "wedge_instances_running", &[("app", app)])
-    };
+    let instances =
+        |samples: &Samples, app| samples.get("wedge_instances_running", &[("app", app)]);
     assert_eq!(
         (instances(&samples, "a"), instances(&samples, "b")),
         (2.0, 1.0)
@@ -215,9 +115,7 @@ fn connections_and_streams_are_counted_per_protocol_while_open() {
     drop(h3);
 
     let samples = parse(&metrics.encode());
-    let get = |samples: &BTreeMap<Series, f64>, name, protocol| {
-        value(samples, name, &[("protocol", protocol)])
-    };
+    let get = |samples: &Samples, name, protocol| samples.get(name, &[("protocol", protocol)]);
     assert_eq!(get(&samples, "wedge_connections_total", "h2"), 2.0);
     assert_eq!(get(&samples, "wedge_connections_total", "h3"), 1.0);
     assert_eq!(get(&samples, "wedge_connections_open", "h2"), 2.0);
