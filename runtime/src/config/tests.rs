@@ -6,6 +6,8 @@ use crate::host::admission::AdmissionLimits;
 use crate::host::outbound::Outbound;
 use crate::host::{Limits, Route};
 
+mod random;
+
 fn parse_ok(text: &str) -> Config {
     parse(text, Path::new("/etc/wedge/wedge.toml")).unwrap_or_else(|errors| panic!("{errors}"))
 }
