@@ -4,6 +4,7 @@
 //! protocol engines) → `wedge_proto` (sans-IO cores). Engines hand the host a
 //! request head and body and get back a response head and a streamed body.
 
+pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod host;

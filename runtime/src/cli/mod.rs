@@ -1,6 +1,8 @@
 //! The `wedge` command line.
 
+mod admin_args;
 mod config_watch;
+mod deploy;
 mod dev;
 mod guest_build;
 mod h2_args;
@@ -41,6 +43,8 @@ enum Command {
     Dev(Box<dev::DevArgs>),
     /// Create a guest crate for a new handler.
     New(new::NewArgs),
+    /// Deploy (or replace) an app on a running wedge through its admin API.
+    Deploy(deploy::DeployArgs),
 }
 
 /// Runs the command line and maps every failure to one line on stderr.
@@ -54,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::run(*args),
         Command::Dev(args) => dev::run(*args),
         Command::New(args) => new::run(args),
+        Command::Deploy(args) => deploy::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

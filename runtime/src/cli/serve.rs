@@ -8,9 +8,11 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use super::admin_args::AdminArgs;
 use super::config_watch;
 use super::host_args::HostArgs;
 use super::server::{self, Addresses, Started};
+use crate::admin::Admin;
 use crate::config::{self, Config};
 use crate::host::{App, Serving, Site, Tenant};
 use crate::net::AccessLog;
@@ -46,6 +48,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     host: HostArgs,
+
+    #[command(flatten)]
+    admin: AdminArgs,
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -114,9 +119,15 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
         );
     }
     let listeners = (config.listen, config.tls.as_ref().map(|tls| tls.listen));
+    let admin = args.admin.settings(config.admin.as_ref())?;
+    let data_dir = args.host.data_dir();
     server::run(&args.host, addresses, access_log, |host| async move {
         let tenancy = Tenancy::start(host.engine, host.cache, config.apps).await?;
         let tenancy = Arc::new(tenancy);
+        if let Some(settings) = admin {
+            let admin = Admin::restore(settings, tenancy.clone(), &data_dir).await;
+            admin.start().await?;
+        }
         let site = tenancy.site();
         let count = site.directory().tenants().len();
         tokio::spawn(config_watch::reload_on_change(

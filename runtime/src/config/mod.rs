@@ -12,7 +12,7 @@ mod schema;
 #[cfg(test)]
 mod tests;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use toml::de::DeTable;
 
@@ -45,7 +45,37 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
 }
 
 fn read(text: &str, path: &Path, files: Files) -> Result<Config, ConfigErrors> {
-    let name = path.display().to_string();
+    let paths = Paths {
+        base: path.parent().unwrap_or(Path::new("")),
+        files,
+    };
+    checked(text, path.display().to_string(), |doc, root| {
+        parse::config(doc, root, &paths)
+    })
+}
+
+/// The app `name` deployed through the admin API, serving `component`, with
+/// the settings in `text`: the keys of an `[[app]]` table but `name` and
+/// `component`. `source` names the text in messages. Its routes may still
+/// clash with other apps'; that is the host's to refuse.
+pub fn parse_app(
+    text: &str,
+    source: &str,
+    name: &str,
+    component: PathBuf,
+) -> Result<AppConfig, ConfigErrors> {
+    checked(text, source.to_string(), |doc, root| {
+        parse::deployed_app(doc, root, name, component)
+    })
+}
+
+/// What `check` makes of `text`'s table, or every problem found: the syntax
+/// errors alone if any, else `check`'s. `file` names the text in messages.
+fn checked<T>(
+    text: &str,
+    file: String,
+    check: impl FnOnce(&mut Doc, &DeTable) -> T,
+) -> Result<T, ConfigErrors> {
     let mut doc = Doc::new(text);
     let (root, syntax) = DeTable::parse_recoverable(text);
     if !syntax.is_empty() {
@@ -56,16 +86,12 @@ fn read(text: &str, path: &Path, files: Files) -> Result<Config, ConfigErrors> {
                 None => doc.error_in_file(error.message().trim()),
             }
         }
-        return Err(ConfigErrors::new(name, doc.errors));
+        return Err(ConfigErrors::new(file, doc.errors));
     }
-    let paths = Paths {
-        base: path.parent().unwrap_or(Path::new("")),
-        files,
-    };
-    let config = parse::config(&mut doc, root.get_ref(), &paths);
+    let value = check(&mut doc, root.get_ref());
     if doc.errors.is_empty() {
-        Ok(config)
+        Ok(value)
     } else {
-        Err(ConfigErrors::new(name, doc.errors))
+        Err(ConfigErrors::new(file, doc.errors))
     }
 }

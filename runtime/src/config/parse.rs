@@ -154,6 +154,12 @@ fn app_list(doc: &mut Doc, field: &Field, paths: &Paths) -> Vec<AppConfig> {
             apps.push(app);
         }
     }
+    check_routes(doc, routes);
+    apps
+}
+
+/// Reports every route claimed twice, naming the first claim.
+fn check_routes(doc: &mut Doc, routes: Vec<(Route, RouteSite)>) {
     if let Err(duplicates) = RouteTable::new(routes) {
         for duplicate in duplicates {
             let (first, second) = (&duplicate.first, &duplicate.second);
@@ -166,7 +172,6 @@ fn app_list(doc: &mut Doc, field: &Field, paths: &Paths) -> Vec<AppConfig> {
             doc.error(&second.span, &second.key, message);
         }
     }
-    apps
 }
 
 /// One `[[app]]`, and where each of its routes was written; `names` holds
@@ -194,6 +199,24 @@ fn app(
     let component = table
         .required(doc, "component")
         .and_then(|field| file(doc, &field, paths));
+    let settings = settings(doc, table);
+    Some(settings.into_app(name?, component?))
+}
+
+/// What an app table says besides its name and component: an `[[app]]` of
+/// the file, or the config of an app deployed through the admin API.
+struct Settings {
+    /// Each route with its key and where it was written.
+    routes: Vec<(Route, String, Range<usize>)>,
+    limits: Limits,
+    admission: AdmissionLimits,
+    outbound: Outbound,
+    env: BTreeMap<String, String>,
+    config: BTreeMap<String, String>,
+}
+
+/// The settings keys of `table`; any other key left in it is reported unknown.
+fn settings(doc: &mut Doc, mut table: Table) -> Settings {
     let routes = list(doc, table.take("routes"), |field, doc| {
         let route = field.parse(doc, str::parse::<Route>)?;
         Some((route, field.key.clone(), field.span()))
@@ -205,26 +228,57 @@ fn app(
     let env = strings(doc, table.take("env"), env_name);
     let config = strings(doc, table.take("config"), config_key);
     table.finish(doc);
-
-    let (name, component) = (name?, component?);
-    let (routes, sites) = routes
-        .into_iter()
-        .map(|(route, key, span)| {
-            let app = name.clone();
-            (route, RouteSite { app, key, span })
-        })
-        .unzip();
-    let app = AppConfig {
-        name,
-        component,
+    Settings {
         routes,
         limits,
         admission,
         outbound,
         env,
         config,
-    };
-    Some((app, sites))
+    }
+}
+
+impl Settings {
+    /// The app, and where each of its routes was written.
+    fn into_app(self, name: String, component: PathBuf) -> (AppConfig, Vec<RouteSite>) {
+        let (routes, sites) = self
+            .routes
+            .into_iter()
+            .map(|(route, key, span)| {
+                let app = name.clone();
+                (route, RouteSite { app, key, span })
+            })
+            .unzip();
+        let app = AppConfig {
+            name,
+            component,
+            routes,
+            limits: self.limits,
+            admission: self.admission,
+            outbound: self.outbound,
+            env: self.env,
+            config: self.config,
+        };
+        (app, sites)
+    }
+}
+
+/// A deployed app named `name` serving `component`, whose settings are the
+/// whole of `root`.
+pub(super) fn deployed_app(
+    doc: &mut Doc,
+    root: &DeTable,
+    name: &str,
+    component: PathBuf,
+) -> AppConfig {
+    let settings = settings(doc, Table::new(String::new(), 0..0, root));
+    let name = app_name(name).unwrap_or_else(|message| {
+        doc.error_in_file(&message);
+        String::new()
+    });
+    let (app, sites) = settings.into_app(name, component);
+    check_routes(doc, app.routes.iter().cloned().zip(sites).collect());
+    app
 }
 
 fn app_name(text: &str) -> Result<String, String> {

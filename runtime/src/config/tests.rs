@@ -464,3 +464,34 @@ fn the_sample_config_is_accepted_and_shows_the_defaults() {
     assert!(hello.outbound.allows("api.example.com", 443));
     assert_eq!(hello.config["feature.beta"], "on");
 }
+
+#[test]
+fn a_deployed_apps_settings_read_like_an_app_table_without_name_and_component() {
+    let text = "routes = [\"/a\", \"a.example.com/\"]\noutbound = [\"api.example.com\"]\n\
+                [limits]\nmax_concurrent = 3\n[env]\nMODE = \"x\"\n";
+    let app = parse_app(text, "config", "api", PathBuf::from("/data/a.wasm")).unwrap();
+    assert_eq!(app.name, "api");
+    assert_eq!(app.component, PathBuf::from("/data/a.wasm"));
+    assert_eq!(app.routes, routes(&["/a", "a.example.com/"]));
+    assert_eq!(app.admission.max_concurrent, 3);
+    assert_eq!(app.env["MODE"], "x");
+    let empty = parse_app("", "config", "api", PathBuf::from("a.wasm")).unwrap();
+    assert!(empty.routes.is_empty());
+}
+
+#[test]
+fn a_deployed_apps_settings_are_checked_like_an_app_table() {
+    let errors = |text: &str, name: &str| {
+        let errors = parse_app(text, "config", name, PathBuf::from("a.wasm")).unwrap_err();
+        errors.to_string()
+    };
+    assert_eq!(
+        errors("routes = [\"/a\", \"/a\"]\n", "api"),
+        "config:1: routes[1]: route `/a` is already claimed by app `api` on line 1"
+    );
+    let text = errors("name = \"x\"\ncomponent = \"b.wasm\"\n", "api");
+    assert!(text.starts_with("config:1: name: unknown key `name`"), "{text}");
+    assert!(text.contains("config:2: component: unknown key"), "{text}");
+    assert!(errors("", "Api").contains("`Api` is not an app name"));
+    assert!(errors("routes = [", "api").starts_with("config:1:"));
+}

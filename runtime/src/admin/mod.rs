@@ -1,0 +1,308 @@
+//! The admin API, on its own listener (`--admin ADDR`, off by default): deploy,
+//! replace and remove apps while wedge serves, list them, and read the metrics.
+//! Every request needs `Authorization: Bearer <token>`.
+//!
+//! - `PUT /apps/{name}`: a form with the component and its settings (see
+//!   [`upload`]); deploys or replaces the app atomically (requests in flight
+//!   finish on the version they started with) → 201 (new) or 200 (replaced)
+//!   with `{"name", "digest"}`. Anything that does not load (not a component,
+//!   bad settings, a route another app claims) → 400 with the reason, and the
+//!   app served before keeps serving.
+//! - `DELETE /apps/{name}` → 204, or 404 if no such app was deployed.
+//! - `GET /apps` → the apps served, as JSON.
+//! - `GET /metrics` → Prometheus text.
+//!
+//! Deployed apps are kept in the data dir ([`store`]) and deployed again at start.
+
+mod auth;
+mod store;
+pub mod upload;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use http::{Method, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Mutex;
+
+pub use auth::{TOKEN_ENV, Token, secret};
+use store::Store;
+
+use crate::config;
+use crate::metrics::{self, Metrics};
+use crate::net::h1::HEADER_READ_TIMEOUT;
+use crate::tenancy::Tenancy;
+
+/// Default for `--admin-max-upload`: the largest form `PUT /apps/{name}` takes.
+pub const DEFAULT_MAX_UPLOAD: &str = "100MiB";
+
+/// How the admin API is served.
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub token: Token,
+    /// The largest `PUT /apps/{name}` body, in bytes.
+    pub max_upload: u64,
+}
+
+/// The admin API's state: the apps it changes and where it keeps them.
+pub struct Admin {
+    tenancy: Arc<Tenancy>,
+    store: Store,
+    settings: Settings,
+    metrics: Option<Arc<Metrics>>,
+    /// Deploys and removals run one at a time (they share the store's files).
+    changes: Mutex<()>,
+}
+
+type Response = http::Response<Full<Bytes>>;
+
+/// A pause after a failed accept (e.g. out of file descriptors), so the loop
+/// does not spin while the condition lasts.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+impl Admin {
+    /// The admin API over `tenancy`, with the apps kept in `data_dir` deployed
+    /// again; one that no longer loads is logged and left on disk (a `DELETE`
+    /// removes it).
+    pub async fn restore(settings: Settings, tenancy: Arc<Tenancy>, data_dir: &Path) -> Admin {
+        let store = Store::new(data_dir);
+        for saved in store.saved() {
+            let restored = match saved {
+                Ok(entry) => tenancy.deploy(entry).await.map(drop),
+                Err(err) => Err(err),
+            };
+            if let Err(err) = restored {
+                tracing::error!("a deployed app was not restored: {err:#}");
+            }
+        }
+        Admin {
+            tenancy,
+            store,
+            settings,
+            metrics: None,
+            changes: Mutex::new(()),
+        }
+    }
+
+    /// Serves `metrics` at `GET /metrics`.
+    pub fn with_metrics(self, metrics: Arc<Metrics>) -> Admin {
+        Admin {
+            metrics: Some(metrics),
+            ..self
+        }
+    }
+
+    /// Binds the admin address and serves it from a task of its own until the
+    /// runtime stops.
+    pub async fn start(self) -> Result<SocketAddr> {
+        let listen = self.settings.listen;
+        let listener = TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen} (admin API)"))?;
+        let addr = listener.local_addr()?;
+        tracing::info!("admin API on http://{addr}/");
+        tokio::spawn(accept(listener, Arc::new(self)));
+        Ok(addr)
+    }
+
+    async fn respond(&self, request: http::Request<Incoming>) -> Response {
+        let authorization = request.headers().get(header::AUTHORIZATION);
+        if !self
+            .settings
+            .token
+            .admits(authorization.map(|v| v.as_bytes()))
+        {
+            let mut response = text(StatusCode::UNAUTHORIZED, "a valid bearer token is needed");
+            let challenge = header::HeaderValue::from_static("Bearer realm=\"wedge admin\"");
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, challenge);
+            return response;
+        }
+        let path = request.uri().path().to_string();
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match (request.method(), segments.as_slice()) {
+            (&Method::GET, ["apps"]) => self.list().await,
+            (&Method::PUT, ["apps", name]) => self.deploy(name, request).await,
+            (&Method::DELETE, ["apps", name]) => self.remove(name).await,
+            (&Method::GET, ["metrics"]) if self.metrics.is_some() => self.metrics(),
+            (_, ["apps"]) => not_allowed("GET"),
+            (_, ["apps", _]) => not_allowed("PUT, DELETE"),
+            _ => text(StatusCode::NOT_FOUND, &format!("no such resource: {path}")),
+        }
+    }
+
+    async fn list(&self) -> Response {
+        let apps: Vec<serde_json::Value> = self
+            .tenancy
+            .apps()
+            .await
+            .into_iter()
+            .map(|app| {
+                serde_json::json!({
+                    "name": app.name,
+                    "digest": app.digest,
+                    "routes": app.routes,
+                    "deployed": app.deployed,
+                    "running": app.running,
+                    "waiting": app.waiting,
+                })
+            })
+            .collect();
+        json(StatusCode::OK, &serde_json::Value::from(apps))
+    }
+
+    async fn deploy(&self, name: &str, request: http::Request<Incoming>) -> Response {
+        let upload = match upload::read(request, self.settings.max_upload).await {
+            Ok(upload) => upload,
+            Err(upload::Refused(status, message)) => return text(status, &message),
+        };
+        let component = self
+            .store
+            .component_path(name, &upload.component, &upload.config);
+        let entry = match config::parse_app(&upload.config, CONFIG_SOURCE, name, component) {
+            Ok(entry) => entry,
+            Err(errors) => return text(StatusCode::BAD_REQUEST, &errors.to_string()),
+        };
+        let _one_at_a_time = self.changes.lock().await;
+        let replaces = self.is_deployed(name).await;
+        let version = match self.store.write(name, &upload.component, &upload.config) {
+            Ok(version) => version,
+            Err(err) => return server_error(&err),
+        };
+        let digest = match self.tenancy.deploy(entry).await {
+            Ok(digest) => digest,
+            Err(err) => {
+                self.store.discard(version);
+                return text(StatusCode::BAD_REQUEST, &format!("{err:#}"));
+            }
+        };
+        if let Err(err) = self.store.commit(version) {
+            return server_error(&err);
+        }
+        tracing::info!("admin: deployed app `{name}` ({digest})");
+        let status = if replaces {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        };
+        json(
+            status,
+            &serde_json::json!({ "name": name, "digest": digest }),
+        )
+    }
+
+    async fn remove(&self, name: &str) -> Response {
+        let _one_at_a_time = self.changes.lock().await;
+        // A stored app that failed to restore is not served but still removable.
+        let removed = self.tenancy.remove(name).await.and_then(|served| {
+            let stored = self.store.remove(name)?;
+            Ok(served || stored)
+        });
+        match removed {
+            Ok(true) => {
+                tracing::info!("admin: removed app `{name}`");
+                empty(StatusCode::NO_CONTENT)
+            }
+            Ok(false) => text(
+                StatusCode::NOT_FOUND,
+                &format!("no app `{name}` was deployed"),
+            ),
+            Err(err) => server_error(&err),
+        }
+    }
+
+    async fn is_deployed(&self, name: &str) -> bool {
+        let apps = self.tenancy.apps().await;
+        apps.iter().any(|app| app.deployed && app.name == name)
+    }
+
+    fn metrics(&self) -> Response {
+        let text = self
+            .metrics
+            .as_ref()
+            .map(|m| m.encode())
+            .unwrap_or_default();
+        with_body(StatusCode::OK, metrics::CONTENT_TYPE, Bytes::from(text))
+    }
+}
+
+/// How deploy errors name the uploaded settings.
+const CONFIG_SOURCE: &str = "config";
+
+/// Serves each connection to the admin address over HTTP/1.1.
+async fn accept(listener: TcpListener, admin: Arc<Admin>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                tracing::warn!("admin API: accepting a connection failed: {err}");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let admin = admin.clone();
+        let service = service_fn(move |request| {
+            let admin = admin.clone();
+            async move { Ok::<_, Infallible>(admin.respond(request).await) }
+        });
+        tokio::spawn(async move {
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(err) = connection.await {
+                tracing::debug!("admin API connection ended: {err}");
+            }
+        });
+    }
+}
+
+fn text(status: StatusCode, message: &str) -> Response {
+    let body = Bytes::from(format!("{message}\n"));
+    with_body(status, "text/plain; charset=utf-8", body)
+}
+
+fn json(status: StatusCode, value: &serde_json::Value) -> Response {
+    with_body(
+        status,
+        "application/json",
+        Bytes::from(format!("{value}\n")),
+    )
+}
+
+fn with_body(status: StatusCode, media: &'static str, body: Bytes) -> Response {
+    let mut response = http::Response::new(Full::new(body));
+    *response.status_mut() = status;
+    let media = header::HeaderValue::from_static(media);
+    response.headers_mut().insert(header::CONTENT_TYPE, media);
+    response
+}
+
+fn empty(status: StatusCode) -> Response {
+    let mut response = http::Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = status;
+    response
+}
+
+fn not_allowed(allow: &'static str) -> Response {
+    let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+    let allow = header::HeaderValue::from_static(allow);
+    response.headers_mut().insert(header::ALLOW, allow);
+    response
+}
+
+fn server_error(err: &anyhow::Error) -> Response {
+    tracing::error!("admin API: {err:#}");
+    text(StatusCode::INTERNAL_SERVER_ERROR, &format!("{err:#}"))
+}

@@ -1,0 +1,158 @@
+//! Deployed apps on disk, so they are back after a restart:
+//! `<data-dir>/apps/<name>/` holds each version as `<version>.wasm` and
+//! `<version>.toml` (its settings), and `current` names the version served.
+//! Every file is written to a temporary name and renamed into place; writing
+//! `current` is the commit, so a crash leaves the previous version or the new
+//! one, never half of one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+
+use crate::config::{self, AppConfig};
+
+/// The file naming the version served.
+const CURRENT: &str = "current";
+
+/// The deployed apps' directory.
+pub struct Store {
+    dir: PathBuf,
+}
+
+/// One version of an app written to disk, not yet committed.
+pub struct Version {
+    name: String,
+    id: String,
+    /// Whether this call wrote it (and so may remove it again).
+    written: bool,
+}
+
+impl Store {
+    pub fn new(data_dir: &Path) -> Store {
+        Store {
+            dir: data_dir.join("apps"),
+        }
+    }
+
+    /// Where the version of `name` made of `component` and `config` keeps its
+    /// component.
+    pub fn component_path(&self, name: &str, component: &[u8], config: &str) -> PathBuf {
+        self.app_dir(name)
+            .join(format!("{}.wasm", version_id(component, config)))
+    }
+
+    /// Writes a version of app `name` (unless it is there already).
+    pub fn write(&self, name: &str, component: &[u8], config: &str) -> Result<Version> {
+        let id = version_id(component, config);
+        let dir = self.app_dir(name);
+        let wasm = dir.join(format!("{id}.wasm"));
+        let written = !wasm.is_file();
+        if written {
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            write_atomically(&dir.join(format!("{id}.toml")), config.as_bytes())?;
+            write_atomically(&wasm, component)?;
+        }
+        let name = name.to_string();
+        Ok(Version { name, id, written })
+    }
+
+    /// Makes `version` the one restored at start and removes the others.
+    pub fn commit(&self, version: Version) -> Result<()> {
+        let dir = self.app_dir(&version.name);
+        write_atomically(&dir.join(CURRENT), version.id.as_bytes())?;
+        let keep = |file: &Path| {
+            file.file_stem().and_then(|stem| stem.to_str()) == Some(version.id.as_str())
+                || file.file_name().and_then(|name| name.to_str()) == Some(CURRENT)
+        };
+        for entry in std::fs::read_dir(&dir)?.flatten() {
+            if !keep(&entry.path()) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes a version that was refused, unless it was there before.
+    pub fn discard(&self, version: Version) {
+        if version.written {
+            let dir = self.app_dir(&version.name);
+            for ext in ["wasm", "toml"] {
+                let _ = std::fs::remove_file(dir.join(format!("{}.{ext}", version.id)));
+            }
+        }
+    }
+
+    /// Forgets app `name`; `false` if it was not stored.
+    pub fn remove(&self, name: &str) -> Result<bool> {
+        let dir = self.app_dir(name);
+        // Removing `current` first: a crash after it leaves nothing restored.
+        match std::fs::remove_file(dir.join(CURRENT)) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(err) => {
+                return Err(err).with_context(|| format!("cannot remove {}", dir.display()));
+            }
+        }
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("cannot remove {}", dir.display()))?;
+        Ok(true)
+    }
+
+    /// Every stored app as it was last deployed, by name; an app that cannot be
+    /// read is an error of its own.
+    pub fn saved(&self) -> Vec<Result<AppConfig>> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut dirs: Vec<PathBuf> = entries.flatten().map(|entry| entry.path()).collect();
+        dirs.sort();
+        dirs.iter()
+            .filter(|dir| dir.join(CURRENT).is_file())
+            .map(|dir| saved_app(dir))
+            .collect()
+    }
+
+    fn app_dir(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// The app stored in `dir`, named after it.
+fn saved_app(dir: &Path) -> Result<AppConfig> {
+    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    let id = std::fs::read_to_string(dir.join(CURRENT))?;
+    let settings = dir.join(format!("{}.toml", id.trim()));
+    let config = std::fs::read_to_string(&settings)
+        .with_context(|| format!("cannot read {}", settings.display()))?;
+    let component = dir.join(format!("{}.wasm", id.trim()));
+    let source = settings.display().to_string();
+    config::parse_app(&config, &source, &name, component).map_err(|errors| {
+        let lines: Vec<String> = errors.to_string().lines().map(str::to_string).collect();
+        anyhow::anyhow!("{}", lines.join("; "))
+    })
+}
+
+/// Names a version by its component and settings.
+fn version_id(component: &[u8], config: &str) -> String {
+    let digest = Sha256::new()
+        .chain_update(Sha256::digest(component))
+        .chain_update(config)
+        .finalize();
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory,
+/// synced before the rename so the rename never exposes a partial file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let temp = PathBuf::from(format!("{}.partial", path.display()));
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    };
+    write().with_context(|| format!("cannot write {}", path.display()))
+}

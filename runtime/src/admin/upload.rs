@@ -1,0 +1,117 @@
+//! What `PUT /apps/{name}` carries: a `multipart/form-data` body (as `curl -F`
+//! sends) with a `component` part (the .wasm) and an optional `config` part (the
+//! app's settings as TOML, the keys of an `[[app]]` table but `name` and
+//! `component`). Both sides are here: the server reads the form, `wedge deploy`
+//! writes it.
+
+use bytes::Bytes;
+use http::StatusCode;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use multer::{Constraints, Multipart, SizeLimit};
+use sha2::{Digest, Sha256};
+
+/// The part holding the component's bytes.
+pub const COMPONENT: &str = "component";
+/// The part holding the app's settings (TOML).
+pub const CONFIG: &str = "config";
+
+/// A deploy's component and settings.
+pub struct Upload {
+    pub component: Bytes,
+    /// Empty when the form had no `config` part: defaults and no routes.
+    pub config: String,
+}
+
+/// Why an upload was refused: the status and one line saying why.
+#[derive(Debug)]
+pub struct Refused(pub StatusCode, pub String);
+
+/// Reads the form of `request`, at most `max` bytes of it.
+pub async fn read(request: http::Request<Incoming>, max: u64) -> Result<Upload, Refused> {
+    let content_type = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("");
+    let boundary = multer::parse_boundary(content_type).map_err(|_| {
+        Refused(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "expected multipart/form-data with a `{COMPONENT}` part (the .wasm) \
+                 and a `{CONFIG}` part (TOML), as `curl -F {COMPONENT}=@app.wasm -F {CONFIG}=@app.toml` sends"
+            ),
+        )
+    })?;
+    let constraints = Constraints::new()
+        .allowed_fields(vec![COMPONENT, CONFIG])
+        .size_limit(SizeLimit::new().whole_stream(max));
+    let body = request.into_body().into_data_stream();
+    let mut form = Multipart::with_constraints(body, boundary, constraints);
+    let (mut component, mut config) = (None, None);
+    while let Some(part) = form.next_field().await.map_err(refused)? {
+        let name = part.name().unwrap_or_default().to_string();
+        let bytes = part.bytes().await.map_err(refused)?;
+        let slot = if name == COMPONENT {
+            &mut component
+        } else {
+            &mut config
+        };
+        if slot.replace(bytes).is_some() {
+            return Err(bad_request(format!("the form has two `{name}` parts")));
+        }
+    }
+    let component =
+        component.ok_or_else(|| bad_request(format!("the form has no `{COMPONENT}` part")))?;
+    let config = String::from_utf8(config.unwrap_or_default().to_vec())
+        .map_err(|_| bad_request(format!("the `{CONFIG}` part is not UTF-8 text")))?;
+    Ok(Upload { component, config })
+}
+
+fn bad_request(message: String) -> Refused {
+    Refused(StatusCode::BAD_REQUEST, message)
+}
+
+fn refused(err: multer::Error) -> Refused {
+    match err {
+        multer::Error::StreamSizeExceeded { limit } => Refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the upload is larger than {limit} bytes (--admin-max-upload)"),
+        ),
+        multer::Error::UnknownField { field_name } => bad_request(format!(
+            "unknown part `{}`: the form takes `{COMPONENT}` and `{CONFIG}`",
+            field_name.unwrap_or_default()
+        )),
+        err => bad_request(format!("malformed form: {err}")),
+    }
+}
+
+/// The form for `component` and `config`: its `Content-Type` and its bytes.
+pub fn form(component: &[u8], config: &str) -> (String, Bytes) {
+    // Derived from the contents, so it cannot be (short of a SHA-256 fixed
+    // point) a line of them.
+    let digest = Sha256::new()
+        .chain_update(component)
+        .chain_update(config)
+        .finalize();
+    let boundary: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let mut body = Vec::with_capacity(component.len() + config.len() + 512);
+    let parts = [
+        (CONFIG, "app.toml", "application/toml", config.as_bytes()),
+        (COMPONENT, "app.wasm", "application/wasm", component),
+    ];
+    for (name, file, media, bytes) in parts {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; \
+                 filename=\"{file}\"\r\nContent-Type: {media}\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    let content_type = format!("multipart/form-data; boundary={boundary}");
+    (content_type, Bytes::from(body))
+}

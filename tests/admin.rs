@@ -1,0 +1,375 @@
+//! The admin API (`admin = ADDR` in wedge.toml): bearer-token auth, deploying,
+//! replacing (under load) and removing apps, what survives a restart, what is
+//! refused with 400, and `wedge deploy`.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use support::{Server, curl, example, temp_dir, wedge, wedge_bin};
+
+const TOKEN: &str = "test-token-0123456789";
+
+/// A wedge with an admin API and one configured app (`hello` on `/configured`),
+/// its data in `data_dir`.
+struct Admin {
+    server: Server,
+    /// `http://127.0.0.1:PORT`
+    url: String,
+    dir: PathBuf,
+}
+
+impl Admin {
+    fn start(data_dir: &Path, args: &[&str]) -> Admin {
+        let dir = temp_dir("admin");
+        std::fs::write(dir.join("token"), format!("{TOKEN}\n")).unwrap();
+        let config = format!(
+            "listen = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\nadmin_token_file = \"token\"\n\n\
+             [[app]]\nname = \"configured\"\ncomponent = \"{}\"\nroutes = [\"/configured\"]\n",
+            example("hello").display()
+        );
+        std::fs::write(dir.join("wedge.toml"), config).unwrap();
+        let data = data_dir.display().to_string();
+        let mut all = vec!["--data-dir", data.as_str()];
+        all.extend_from_slice(args);
+        let server = Server::start_config(&dir.join("wedge.toml"), &all);
+        let log = server.wait_for_log("admin API on http://");
+        let url = log
+            .split_whitespace()
+            .find(|word| word.starts_with("http://"))
+            .unwrap()
+            .trim_end_matches('/')
+            .to_string();
+        Admin { server, url, dir }
+    }
+
+    /// `curl` against the admin API with `token` (none: no Authorization);
+    /// the status and body.
+    fn request(&self, token: Option<&str>, args: &[&str], path: &str) -> (u16, String) {
+        let auth = token.map(|t| format!("Authorization: Bearer {t}"));
+        let mut all: Vec<&str> = vec!["--write-out", "\n%{http_code}"];
+        if let Some(auth) = &auth {
+            all.extend(["--header", auth.as_str()]);
+        }
+        all.extend_from_slice(args);
+        let url = format!("{}{path}", self.url);
+        all.push(&url);
+        split(&curl(&all).stdout)
+    }
+
+    /// `PUT /apps/{name}` of `component` with settings `config` (TOML text).
+    fn deploy(&self, name: &str, component: &Path, config: &str) -> (u16, String) {
+        let settings = self.dir.join(format!("{name}.toml"));
+        std::fs::write(&settings, config).unwrap();
+        let component = format!("component=@{}", component.display());
+        let config = format!("config=@{}", settings.display());
+        let form = ["--request", "PUT", "--form", &component, "--form", &config];
+        self.request(Some(TOKEN), &form, &format!("/apps/{name}"))
+    }
+
+    /// `GET path` on the apps' listener: status and body.
+    fn get(&self, path: &str) -> (u16, String) {
+        let url = format!("{}{path}", self.server.url);
+        split(&curl(&["--write-out", "\n%{http_code}", &url]).stdout)
+    }
+}
+
+fn split(out: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(out);
+    let (body, status) = text.rsplit_once('\n').unwrap();
+    (status.parse().unwrap_or(0), body.to_string())
+}
+
+fn apps(admin: &Admin) -> serde_json::Value {
+    let (status, body) = admin.request(Some(TOKEN), &[], "/apps");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// App `name` as `GET /apps` lists it.
+fn app(admin: &Admin, name: &str) -> serde_json::Value {
+    let listed = apps(admin);
+    let app = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == name);
+    app.unwrap_or_else(|| panic!("no app {name} in {listed}"))
+        .clone()
+}
+
+const HELLO: &str = "Hello, world!\n";
+
+#[test]
+fn requests_without_the_right_bearer_token_get_401() {
+    let admin = Admin::start(&temp_dir("data"), &[]);
+    for token in [None, Some("wrong"), Some(&TOKEN[..TOKEN.len() - 1])] {
+        let (status, _) = admin.request(token, &[], "/apps");
+        assert_eq!(status, 401, "token {token:?}");
+    }
+    let head = curl(&["--include", &format!("{}/apps", admin.url)]);
+    let head = String::from_utf8_lossy(&head.stdout).to_ascii_lowercase();
+    assert!(head.contains("www-authenticate: bearer"), "{head}");
+    // Nothing was deployed by the refused requests.
+    let (status, _) = admin.deploy("x", &example("hello"), "");
+    assert_eq!(status, 201);
+    let unauthorised = admin.request(None, &["--request", "DELETE"], "/apps/x");
+    assert_eq!(unauthorised.0, 401);
+    assert_eq!(apps(&admin).as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn deploy_replace_under_load_and_delete() {
+    let admin = Admin::start(&temp_dir("data"), &[]);
+    let (status, body) = admin.deploy("hi", &example("hello"), "routes = [\"/hi\"]\n");
+    assert_eq!(status, 201, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["name"], "hi");
+    let first = answer["digest"].as_str().unwrap().to_string();
+    assert_eq!(
+        first,
+        support::sha256(&std::fs::read(example("hello")).unwrap())
+    );
+    assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
+    let hi = app(&admin, "hi");
+    assert_eq!(hi["deployed"], true);
+    assert_eq!(hi["routes"], serde_json::json!(["/hi"]));
+    assert_eq!(hi["digest"], first.as_str());
+
+    // Replace `hi` (hello → stream, 8 KiB) while a client keeps asking.
+    let swapped = Arc::new(AtomicBool::new(false));
+    let (before, after) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let url = format!("{}/hi", admin.server.url);
+    let client = {
+        let (swapped, before, after) = (swapped.clone(), before.clone(), after.clone());
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(120);
+            // Until 20 requests were sent after the swap (bounded in count and time).
+            while after.load(Ordering::SeqCst) < 20
+                && seen.len() < 3000
+                && Instant::now() < deadline
+            {
+                let after_swap = swapped.load(Ordering::SeqCst);
+                let (status, body) = split(&curl(&["--write-out", "\n%{http_code}", &url]).stdout);
+                seen.push((after_swap, status, body));
+                let count = if after_swap { &after } else { &before };
+                count.fetch_add(1, Ordering::SeqCst);
+            }
+            seen
+        })
+    };
+    support::poll_until("requests before the swap", || {
+        (before.load(Ordering::SeqCst) >= 5).then_some(())
+    });
+    let (status, body) = admin.deploy("hi", &example("stream"), "routes = [\"/hi\"]\n");
+    assert_eq!(status, 200, "{body}");
+    swapped.store(true, Ordering::SeqCst);
+    let seen = client.join().unwrap();
+    let new_body = |body: &str| body.len() == 8 * 1024;
+    for (after_swap, status, body) in &seen {
+        assert_eq!(*status, 200, "a request failed across the swap: {body:?}");
+        assert!(body == HELLO || new_body(body), "neither version: {body:?}");
+        if *after_swap {
+            assert!(new_body(body), "the old version answered after the swap");
+        }
+    }
+    assert!(
+        seen.iter().any(|(_, _, body)| body == HELLO),
+        "no request before the swap"
+    );
+    assert!(
+        seen.iter().any(|(after, _, _)| *after),
+        "no request after the swap"
+    );
+
+    let (status, _) = admin.request(Some(TOKEN), &["--request", "DELETE"], "/apps/hi");
+    assert_eq!(status, 204);
+    assert_eq!(admin.get("/hi").0, 404);
+    let (status, _) = admin.request(Some(TOKEN), &["--request", "DELETE"], "/apps/hi");
+    assert_eq!(status, 404);
+    // The configured app is not the admin API's to remove.
+    let (status, _) = admin.request(Some(TOKEN), &["--request", "DELETE"], "/apps/configured");
+    assert_eq!(status, 404);
+    assert_eq!(admin.get("/configured"), (200, HELLO.to_string()));
+}
+
+#[test]
+fn what_does_not_load_gets_400_and_the_old_version_keeps_serving() {
+    let admin = Admin::start(&temp_dir("data"), &[]);
+    let routes = "routes = [\"/hi\"]\n";
+    assert_eq!(admin.deploy("hi", &example("hello"), routes).0, 201);
+    let digest = |admin: &Admin| app(admin, "hi")["digest"].clone();
+    let before = digest(&admin);
+
+    let text = admin.dir.join("text.wasm");
+    std::fs::write(&text, "not a component\n").unwrap();
+    // The smallest core module: a module, not a component.
+    let core = admin.dir.join("core.wasm");
+    std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
+    let refused = [
+        (text.as_path(), routes, "hi"),
+        (core.as_path(), routes, "hi"),
+        (
+            &example("stream"),
+            "routes = [\"/hi\"]\nmemroy = 1\n",
+            "unknown key `memroy`",
+        ),
+        (
+            &example("stream"),
+            "routes = [\"/configured\"]\n",
+            "/configured",
+        ),
+    ];
+    for (component, config, reason) in refused {
+        let (status, body) = admin.deploy("hi", component, config);
+        assert_eq!(status, 400, "{component:?} {config:?}: {body}");
+        assert!(body.contains(reason), "{reason:?} not in {body:?}");
+        assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
+        assert_eq!(digest(&admin), before);
+    }
+    let (status, body) = admin.deploy("Bad.Name", &example("hello"), "");
+    assert_eq!(status, 400);
+    assert!(body.contains("is not an app name"), "{body}");
+    // A form without a component.
+    let (status, body) = admin.request(
+        Some(TOKEN),
+        &["--request", "PUT", "--form", "config=x"],
+        "/apps/hi",
+    );
+    assert_eq!(status, 400);
+    assert!(body.contains("no `component` part"), "{body}");
+    assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
+}
+
+#[test]
+fn deployed_apps_are_back_after_a_restart_and_removed_ones_are_not() {
+    let data = temp_dir("data");
+    let admin = Admin::start(&data, &[]);
+    assert_eq!(
+        admin
+            .deploy("hi", &example("hello"), "routes = [\"/hi\"]\n")
+            .0,
+        201
+    );
+    assert_eq!(
+        admin
+            .deploy("st", &example("stream"), "routes = [\"/st\"]\n")
+            .0,
+        201
+    );
+    drop(admin);
+
+    let admin = Admin::start(&data, &[]);
+    assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
+    assert_eq!(admin.get("/st").1.len(), 8 * 1024);
+    let (status, _) = admin.request(Some(TOKEN), &["--request", "DELETE"], "/apps/st");
+    assert_eq!(status, 204);
+    drop(admin);
+
+    let admin = Admin::start(&data, &[]);
+    assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
+    assert_eq!(admin.get("/st").0, 404);
+    let names: Vec<_> = apps(&admin)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].clone())
+        .collect();
+    assert_eq!(names, ["configured", "hi"]);
+}
+
+#[test]
+fn an_upload_past_admin_max_upload_gets_413() {
+    let admin = Admin::start(&temp_dir("data"), &["--admin-max-upload", "4KiB"]);
+    let (status, body) = admin.deploy("hi", &example("hello"), "");
+    assert_eq!(status, 413, "{body}");
+    assert!(body.contains("--admin-max-upload"), "{body}");
+    assert_eq!(admin.get("/hi").0, 404);
+}
+
+#[test]
+fn the_admin_api_does_not_start_without_a_token() {
+    let dir = temp_dir("admin");
+    let config = dir.join("wedge.toml");
+    std::fs::write(
+        &config,
+        "listen = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(wedge_bin())
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env_remove("WEDGE_ADMIN_TOKEN")
+        .env("WEDGE_DATA_DIR", temp_dir("data"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("the admin API needs a token"), "{stderr}");
+}
+
+#[test]
+fn wedge_deploy_deploys_and_says_why_not() {
+    let admin = Admin::start(&temp_dir("data"), &[]);
+    let token = admin.dir.join("token").display().to_string();
+    let hello = example("hello").display().to_string();
+    let data = temp_dir("cli");
+    let deploy = |name: &str, component: &str, token: &str, url: &str| {
+        wedge(
+            &[
+                "deploy",
+                name,
+                component,
+                "--admin",
+                url,
+                "--token-file",
+                token,
+                "--route",
+                "/hi",
+            ],
+            &data,
+        )
+    };
+    let out = deploy("hi", &hello, &token, &admin.url);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("deployed `hi` (sha256 "), "{stdout}");
+    assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
+    let out = deploy("hi", &hello, &token, &admin.url);
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("replaced `hi`"));
+
+    let wrong = admin.dir.join("wrong");
+    std::fs::write(&wrong, "nope\n").unwrap();
+    let text = admin.dir.join("text.wasm");
+    std::fs::write(&text, "not a component\n").unwrap();
+    let cases = [
+        (
+            deploy("hi", &hello, &wrong.display().to_string(), &admin.url),
+            "refused the token (401)",
+        ),
+        (
+            deploy("hi", &text.display().to_string(), &token, &admin.url),
+            "(400 Bad Request)",
+        ),
+        (
+            deploy("hi", &hello, &token, "http://127.0.0.1:1"),
+            "cannot reach the admin API",
+        ),
+    ];
+    for (out, reason) in cases {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(reason), "{reason:?} not in {stderr:?}");
+    }
+    assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
+}
