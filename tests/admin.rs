@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use support::{Server, curl, example, temp_dir, wedge, wedge_bin};
+use support::{Server, curl, example, temp_dir, wedge};
 
 const TOKEN: &str = "test-token-0123456789";
 
@@ -22,18 +22,39 @@ struct Admin {
     dir: PathBuf,
 }
 
+/// Where the admin API is turned on.
+#[derive(Clone, Copy, PartialEq)]
+enum Set {
+    /// `admin` and `admin_token_file` in wedge.toml.
+    InConfig,
+    /// `--admin` and `--admin-token-file`.
+    ByFlags,
+}
+
 impl Admin {
     fn start(data_dir: &Path, args: &[&str]) -> Admin {
+        Self::start_with(data_dir, Set::InConfig, args)
+    }
+
+    fn start_with(data_dir: &Path, set: Set, args: &[&str]) -> Admin {
         let dir = temp_dir("admin");
         std::fs::write(dir.join("token"), format!("{TOKEN}\n")).unwrap();
+        let admin_keys = match set {
+            Set::InConfig => "admin = \"127.0.0.1:0\"\nadmin_token_file = \"token\"\n",
+            Set::ByFlags => "",
+        };
         let config = format!(
-            "listen = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\nadmin_token_file = \"token\"\n\n\
+            "listen = \"127.0.0.1:0\"\n{admin_keys}\n\
              [[app]]\nname = \"configured\"\ncomponent = \"{}\"\nroutes = [\"/configured\"]\n",
             example("hello").display()
         );
         std::fs::write(dir.join("wedge.toml"), config).unwrap();
         let data = data_dir.display().to_string();
+        let token = dir.join("token").display().to_string();
         let mut all = vec!["--data-dir", data.as_str()];
+        if set == Set::ByFlags {
+            all.extend(["--admin", "127.0.0.1:0", "--admin-token-file", &token]);
+        }
         all.extend_from_slice(args);
         let server = Server::start_config(&dir.join("wedge.toml"), &all);
         let log = server.wait_for_log("admin API on http://");
@@ -300,17 +321,26 @@ fn the_admin_api_does_not_start_without_a_token() {
         "listen = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n",
     )
     .unwrap();
-    let out = std::process::Command::new(wedge_bin())
-        .args(["serve", "--config"])
-        .arg(&config)
-        .env_remove("WEDGE_ADMIN_TOKEN")
-        .env("WEDGE_DATA_DIR", temp_dir("data"))
-        .output()
-        .unwrap();
+    // Bounded: a wedge that did start is killed at the deadline.
+    let path = config.display().to_string();
+    let out = wedge(&["serve", "--config", &path], &temp_dir("data"));
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("the admin API needs a token"), "{stderr}");
+}
+
+#[test]
+fn the_flags_turn_the_admin_api_on() {
+    let admin = Admin::start_with(&temp_dir("data"), Set::ByFlags, &[]);
+    assert_eq!(admin.request(Some("wrong"), &[], "/apps").0, 401);
+    assert_eq!(
+        admin
+            .deploy("hi", &example("hello"), "routes = [\"/hi\"]")
+            .0,
+        201
+    );
+    assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
 }
 
 #[test]

@@ -43,7 +43,10 @@ pub fn secret(file: Option<&Path>) -> Result<String> {
     };
     match (secret.trim(), file) {
         ("", Some(file)) => bail!("the admin token file {} is empty", file.display()),
-        ("", None) => bail!("the admin API needs a token: give a token file or set {TOKEN_ENV}"),
+        ("", None) => bail!(
+            "the admin API needs a token: a token file (serve: --admin-token-file or \
+             `admin_token_file`; deploy: --token-file) or ${TOKEN_ENV}"
+        ),
         (secret, _) => Ok(secret.to_string()),
     }
 }
