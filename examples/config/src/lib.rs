@@ -30,7 +30,7 @@ async fn all_env(_req: Request) -> Response {
 fn found(value: Option<String>, what: &str, key: &str) -> Result<Response, Error> {
     match value {
         Some(value) => Ok(Response::text(format!("{value}\n"))),
-        None => Err(Error::http(404, format!("no {what} `{key}`\n"))),
+        None => Err(Error::http(404, format!("no {what} `{key}`"))),
     }
 }
 

@@ -27,7 +27,7 @@ pub struct ServeArgs {
     /// Serve the listeners and apps of this wedge.toml instead of one TARGET;
     /// per-app limits then come from the file, not from the flags.
     #[arg(long = "config", value_name = "FILE",
-          conflicts_with_all = ["target", "listen", "tls_listen", "no_tls", "tls_cert", "tls_key"])]
+          conflicts_with_all = ["target", "listen", "tls_listen", "no_tls", "tls_cert", "tls_key", "env", "var"])]
     config_file: Option<PathBuf>,
 
     /// Cleartext address: HTTP/1.1, and HTTP/2 with prior knowledge (h2c).

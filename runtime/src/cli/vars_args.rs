@@ -12,7 +12,7 @@ pub struct VarsArgs {
 
     /// A config value the guest reads through wasi:config/store (in Rust,
     /// `wedge_sdk::config::get`); repeat for more.
-    #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_pair)]
+    #[arg(id = "var", long = "var", value_name = "KEY=VALUE", value_parser = parse_pair)]
     pub config: Vec<(String, String)>,
 }
 
