@@ -490,7 +490,10 @@ fn a_deployed_apps_settings_are_checked_like_an_app_table() {
         "config:1: routes[1]: route `/a` is already claimed by app `api` on line 1"
     );
     let text = errors("name = \"x\"\ncomponent = \"b.wasm\"\n", "api");
-    assert!(text.starts_with("config:1: name: unknown key `name`"), "{text}");
+    assert!(
+        text.starts_with("config:1: name: unknown key `name`"),
+        "{text}"
+    );
     assert!(text.contains("config:2: component: unknown key"), "{text}");
     assert!(errors("", "Api").contains("`Api` is not an app name"));
     assert!(errors("routes = [", "api").starts_with("config:1:"));
