@@ -15,6 +15,7 @@ use super::server::{self, Addresses, Started};
 use crate::admin::Admin;
 use crate::config::{self, Config};
 use crate::host::{App, Serving, Site, Tenant};
+use crate::metrics::Metrics;
 use crate::net::AccessLog;
 use crate::tenancy::Tenancy;
 
@@ -95,6 +96,7 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
         Ok(Started {
             name,
             site: Arc::new(Site::single(Arc::new(tenant))),
+            metrics: None,
         })
     })
 }
@@ -122,10 +124,15 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
     let admin = args.admin.settings(config.admin.as_ref())?;
     let data_dir = args.host.data_dir();
     server::run(&args.host, addresses, access_log, |host| async move {
-        let tenancy = Tenancy::start(host.engine, host.cache, config.apps).await?;
+        // Only the admin API reads the metrics: without it nothing is recorded.
+        let metrics = admin.is_some().then(|| Arc::new(Metrics::new()));
+        let tenancy = Tenancy::start(host.engine, host.cache, config.apps, metrics.clone()).await?;
         let tenancy = Arc::new(tenancy);
         if let Some(settings) = admin {
-            let admin = Admin::restore(settings, tenancy.clone(), &data_dir).await;
+            let mut admin = Admin::restore(settings, tenancy.clone(), &data_dir).await;
+            if let Some(metrics) = &metrics {
+                admin = admin.with_metrics(metrics.clone());
+            }
             admin.start().await?;
         }
         let site = tenancy.site();
@@ -142,6 +149,7 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
                 path.display()
             ),
             site,
+            metrics,
         })
     })
 }

@@ -13,6 +13,7 @@ use super::vars_args::VarsArgs;
 use crate::host::admission::Admission;
 use crate::host::outbound::Outbound;
 use crate::host::{self, ArtifactCache, Limits, PoolConfig, Site};
+use crate::metrics::Metrics;
 use crate::net::listener::H3Server;
 use crate::net::{AccessLog, Frontend, Listeners, cert, tls};
 
@@ -44,6 +45,8 @@ pub struct Addresses {
 pub struct Started {
     pub name: String,
     pub site: Arc<Site>,
+    /// Counts connections and requests when the metrics are read (admin API).
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 /// Binds `addresses`, runs `start` to get the app, serves until Ctrl-C/SIGTERM and
@@ -107,7 +110,7 @@ where
         );
         listeners
             .serve(
-                Frontend::new(started.site, access_log),
+                frontend(started.site, access_log, started.metrics),
                 Arc::new(args.h2.to_config()),
                 acceptor,
                 h3,
@@ -177,4 +180,13 @@ async fn shutdown_signal() {
         _ = term.recv() => {}
     }
     tracing::info!("shutting down: no new connections, finishing requests in flight");
+}
+
+/// The listeners' way to the apps, counting into `metrics` if there are any.
+fn frontend(site: Arc<Site>, access_log: AccessLog, metrics: Option<Arc<Metrics>>) -> Frontend {
+    let frontend = Frontend::new(site, access_log);
+    match metrics {
+        Some(metrics) => frontend.with_metrics(metrics),
+        None => frontend,
+    }
 }

@@ -12,6 +12,7 @@ use wasmtime::Engine;
 use crate::config::AppConfig;
 use crate::host::admission::Admission;
 use crate::host::{App, ArtifactCache, Directory, Serving, Tenant};
+use crate::metrics::Metrics;
 
 /// What each tenant of a load was made from, to recognise unchanged apps next time.
 pub struct Loaded {
@@ -48,6 +49,7 @@ pub async fn load_site(
     cache: &ArtifactCache,
     apps: &[AppConfig],
     previous: Option<&Loaded>,
+    metrics: Option<&Metrics>,
 ) -> Result<(Directory, Loaded)> {
     let mut sources = HashMap::new();
     let mut routed = Vec::new();
@@ -66,7 +68,10 @@ pub async fn load_site(
         let tenant = match unchanged {
             Some(source) => source.tenant.clone(),
             None => {
-                let app = load_app(engine, cache, entry, wasm).await?;
+                let mut app = load_app(engine, cache, entry, wasm).await?;
+                if let Some(metrics) = metrics {
+                    app = app.with_metrics(metrics.app(&entry.name));
+                }
                 Arc::new(Tenant::new(&entry.name, Serving::App(Arc::new(app))))
             }
         };

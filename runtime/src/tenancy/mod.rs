@@ -15,6 +15,7 @@ use wasmtime::Engine;
 
 use crate::config::AppConfig;
 use crate::host::{ArtifactCache, Site};
+use crate::metrics::Metrics;
 use load::Loaded;
 
 /// The apps served, where they came from, and the site they are served through.
@@ -22,6 +23,8 @@ pub struct Tenancy {
     site: Arc<Site>,
     engine: Engine,
     cache: ArtifactCache,
+    /// Where loaded apps count their requests (when the metrics are on).
+    metrics: Option<Arc<Metrics>>,
     /// Changes are made one at a time.
     state: Mutex<State>,
 }
@@ -55,12 +58,15 @@ impl Tenancy {
         engine: Engine,
         cache: ArtifactCache,
         apps: Vec<AppConfig>,
+        metrics: Option<Arc<Metrics>>,
     ) -> Result<Tenancy> {
-        let (directory, loaded) = load::load_site(&engine, &cache, &apps, None).await?;
+        let (directory, loaded) =
+            load::load_site(&engine, &cache, &apps, None, metrics.as_deref()).await?;
         Ok(Tenancy {
             site: Arc::new(Site::new(directory)),
             engine,
             cache,
+            metrics,
             state: Mutex::new(State {
                 configured: apps,
                 deployed: BTreeMap::new(),
@@ -133,8 +139,14 @@ impl Tenancy {
         deployed: BTreeMap<String, AppConfig>,
     ) -> Result<()> {
         let apps = merged(&configured, &deployed);
-        let (directory, loaded) =
-            load::load_site(&self.engine, &self.cache, &apps, Some(&state.loaded)).await?;
+        let (directory, loaded) = load::load_site(
+            &self.engine,
+            &self.cache,
+            &apps,
+            Some(&state.loaded),
+            self.metrics.as_deref(),
+        )
+        .await?;
         self.site.replace(directory);
         *state = State {
             configured,

@@ -77,6 +77,7 @@ pub fn run(args: DevArgs) -> Result<()> {
             Ok(Started {
                 name: slot_name,
                 site: Arc::new(Site::single(tenant)),
+                metrics: None,
             })
         },
     )
