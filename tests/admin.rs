@@ -57,13 +57,7 @@ impl Admin {
         }
         all.extend_from_slice(args);
         let server = Server::start_config(&dir.join("wedge.toml"), &all);
-        let log = server.wait_for_log("admin API on http://");
-        let url = log
-            .split_whitespace()
-            .find(|word| word.starts_with("http://"))
-            .unwrap()
-            .trim_end_matches('/')
-            .to_string();
+        let url = server.admin_url();
         Admin { server, url, dir }
     }
 

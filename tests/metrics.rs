@@ -47,6 +47,12 @@ fn route(name: &str) -> Vec<Route> {
     vec![format!("{name}.test/").parse().unwrap()]
 }
 
+/// curl with `args`, the first being its `--write-out` format: what that wrote.
+fn answer(args: &[&str]) -> String {
+    let out = curl(&[&["-o", "/dev/null", "-w"], args].concat());
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Polls the registry until `ready` holds for its samples (bounded).
 async fn scrape_until(metrics: &Metrics, what: &str, ready: impl Fn(&Samples) -> bool) -> Samples {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -117,18 +123,14 @@ async fn requests_faults_refusals_and_connections_are_counted_per_app_and_protoc
         let mut answers = Vec::new();
         for host in ["echo", "echo", "echo", "nobody", "busy"] {
             let host = format!("Host: {host}.test");
-            let out = curl(&[
-                "-o",
-                "/dev/null",
-                "-w",
+            answers.push(answer(&[
                 "%{http_code}",
                 "-H",
                 &host,
                 "--data-binary",
                 &payload,
                 &url,
-            ]);
-            answers.push(String::from_utf8(out.stdout).unwrap());
+            ]));
         }
         answers
     });
@@ -263,13 +265,7 @@ async fn the_admin_api_serves_what_each_protocol_sent() {
     let data_dir = temp_dir("data");
     let data = data_dir.display().to_string();
     let server = Server::start_config(&dir.join("wedge.toml"), &["--data-dir", &data]);
-    let admin = server.wait_for_log("admin API on http://");
-    let admin_url = admin
-        .split_whitespace()
-        .find(|word| word.starts_with("http://"))
-        .unwrap()
-        .trim_end_matches('/')
-        .to_string();
+    let admin_url = server.admin_url();
     let h3 = H3Server { server, data_dir };
     let plain = h3.server.url.clone();
     let tls = h3.server.tls_url.clone().unwrap();
@@ -277,29 +273,14 @@ async fn the_admin_api_serves_what_each_protocol_sent() {
     let h1_and_h2 = tokio::task::spawn_blocking(move || {
         let mut statuses = Vec::new();
         for _ in 0..3 {
-            let out = curl(&[
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                &format!("{plain}/hello"),
-            ]);
-            statuses.push(String::from_utf8(out.stdout).unwrap());
+            statuses.push(answer(&["%{http_code}", &format!("{plain}/hello")]));
         }
         for _ in 0..2 {
             let url = format!("{tls}/echo");
-            let out = curl(&[
-                "-k",
-                "--http2",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_version} %{http_code}",
-                "--data-binary",
-                "0123456789",
-                &url,
-            ]);
-            statuses.push(String::from_utf8(out.stdout).unwrap());
+            let args = ["%{http_version} %{http_code}", "-k", "--http2"];
+            statuses.push(answer(
+                &[&args[..], &["--data-binary", "0123456789", &url]].concat(),
+            ));
         }
         statuses
     });

@@ -217,6 +217,14 @@ impl Server {
         }
     }
 
+    /// The admin API's `http://127.0.0.1:PORT`, once the server has logged it.
+    pub fn admin_url(&self) -> String {
+        let log = self.wait_for_log("admin API on http://");
+        let (_, after) = log.split_once("admin API on ").unwrap();
+        let url = after.split_whitespace().next().unwrap();
+        url.trim_end_matches('/').to_string()
+    }
+
     /// The process id (to send signals).
     pub fn pid(&self) -> u32 {
         self.child.id()
