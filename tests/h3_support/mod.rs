@@ -57,7 +57,9 @@ impl H3Server {
     }
 }
 
-fn client_config(ca: &Path, stream_window: Option<u32>) -> quinn::ClientConfig {
+/// A QUIC client config with ALPN h3 trusting only `ca`; `stream_window` bounds what
+/// the server may send on a stream before we read.
+pub fn client_config(ca: &Path, stream_window: Option<u32>) -> quinn::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(ca).unwrap() {
         roots.add(cert.unwrap()).unwrap();
@@ -142,8 +144,15 @@ pub async fn read_response<S: h3::quic::RecvStream>(
     stream: &mut RequestStream<S, Bytes>,
 ) -> (StatusCode, Vec<u8>) {
     let response = stream.recv_response().await.unwrap();
+    (response.status(), read_body(stream).await.unwrap())
+}
+
+/// The rest of a response's body, or the error that cut it off.
+pub async fn read_body<S: h3::quic::RecvStream>(
+    stream: &mut RequestStream<S, Bytes>,
+) -> Result<Vec<u8>, h3::error::StreamError> {
     let mut body = Vec::new();
-    while let Some(mut chunk) = stream.recv_data().await.unwrap() {
+    while let Some(mut chunk) = stream.recv_data().await? {
         while chunk.has_remaining() {
             let part = chunk.chunk();
             body.extend_from_slice(part);
@@ -151,5 +160,5 @@ pub async fn read_response<S: h3::quic::RecvStream>(
             chunk.advance(n);
         }
     }
-    (response.status(), body)
+    Ok(body)
 }

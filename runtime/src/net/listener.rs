@@ -123,6 +123,7 @@ impl Listeners {
         let mut connections = JoinSet::new();
         // What TLS responses get on the way out; cleartext ones get nothing.
         let mut tls_hook = ResponseHook::none();
+        let mut quic = None;
         if let Some(socket) = self.quic.take() {
             let h3 = h3.context("HTTP/3 needs its server config")?;
             let port = socket.local_addr()?.port();
@@ -133,6 +134,7 @@ impl Listeners {
                 Arc::new(quinn::TokioRuntime),
             )
             .context("starting HTTP/3")?;
+            quic = Some(endpoint.clone());
             connections.spawn(super::h3::serve(
                 endpoint,
                 frontend.clone(),
@@ -174,7 +176,19 @@ impl Listeners {
             tracing::info!("draining {in_flight} connection(s) (at most {drain:?})");
         }
         let drained = tokio::time::timeout(drain, async {
-            while connections.join_next().await.is_some() {}
+            let finished = async { while connections.join_next().await.is_some() {} };
+            // Till the last connection of any protocol is done, QUIC clients are told
+            // no at once (TCP ones are, by the closed listeners).
+            let refusing = async {
+                match &quic {
+                    Some(endpoint) => super::h3::refuse_all(endpoint).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = finished => {}
+                () = refusing => {}
+            }
         })
         .await;
         if drained.is_err() {

@@ -57,9 +57,21 @@ pub async fn serve(
             _ = shutdown.wait_for(|stop| *stop) => break,
         }
     }
-    endpoint.set_server_config(None);
+    // New connections are refused by `refuse_all` while the server drains.
     while connections.join_next().await.is_some() {}
     endpoint.wait_idle().await;
+}
+
+/// Refuses every new QUIC connection with CONNECTION_REFUSED (RFC 9000 §10.2.3) for as
+/// long as it runs, so a client of a draining server learns at once. Dropping the server
+/// config instead makes quinn answer a stateless reset, which a client mid-handshake
+/// ignores: it hangs until its own timeout.
+pub async fn refuse_all(endpoint: &quinn::Endpoint) {
+    while let Some(incoming) = endpoint.accept().await {
+        incoming.refuse();
+    }
+    // The endpoint closed: nothing more can arrive.
+    std::future::pending().await
 }
 
 /// An HTTP/3 error code as QUIC carries it.
