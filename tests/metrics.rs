@@ -8,7 +8,6 @@ mod h2_support;
 mod h3_support;
 mod support;
 
-#[allow(dead_code)] // the unit tests use all of it
 #[path = "../runtime/src/metrics/parse_text.rs"]
 mod parse_text;
 

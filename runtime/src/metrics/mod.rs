@@ -99,7 +99,7 @@ impl Metrics {
         let unrouted = Family::<ProtocolLabels, Counter>::default();
         registry.register(
             "connections",
-            "Connections accepted, by protocol",
+            "Connections served (counted once their protocol is known), by protocol",
             connections.clone(),
         );
         registry.register(
