@@ -80,8 +80,10 @@ impl Admission {
         if let Ok(permit) = self.slots.clone().try_acquire_owned() {
             return Ok(Slot { _permit: permit });
         }
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.limits.queue {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
+        // Counted as waiting until this call ends, however it ends: a request whose
+        // client went away is dropped while it waits.
+        let _waiting = Waiting::join(&self.waiting);
+        if self.waiting.load(Ordering::Acquire) > self.limits.queue {
             return Err(Refused::QueueFull);
         }
         let waited = tokio::time::timeout(
@@ -89,7 +91,6 @@ impl Admission {
             self.slots.clone().acquire_owned(),
         )
         .await;
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
         match waited {
             Ok(Ok(permit)) => Ok(Slot { _permit: permit }),
             // The semaphore is never closed; treat it like a timeout all the same.
@@ -105,6 +106,22 @@ impl Admission {
     /// Requests waiting now.
     pub fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Acquire)
+    }
+}
+
+/// One request's place in the queue count, given back when dropped.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn join(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -148,6 +165,23 @@ mod tests {
         drop(first);
         assert_eq!(waiter.await.unwrap(), Ok(()));
         assert_eq!(admission.waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_waiter_dropped_while_it_waits_leaves_the_queue() {
+        let admission = admission(1, 1);
+        let _held = admission.enter().await.unwrap();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        {
+            let mut waiter = std::pin::pin!(admission.enter());
+            // Polled once: it queues, then its client goes away.
+            assert!(waiter.as_mut().poll(&mut cx).is_pending());
+            assert_eq!(admission.waiting(), 1);
+        }
+        assert_eq!(admission.waiting(), 0);
+        // The queue's one place is free again: the next request waits, not refused.
+        let mut again = std::pin::pin!(admission.enter());
+        assert!(again.as_mut().poll(&mut cx).is_pending());
     }
 
     #[tokio::test(start_paused = true)]
