@@ -298,6 +298,26 @@ fn deployed_apps_are_back_after_a_restart_and_removed_ones_are_not() {
 }
 
 #[test]
+fn names_that_are_not_app_names_never_reach_the_data_dir() {
+    let data = temp_dir("data");
+    let admin = Admin::start(&data, &[]);
+    let routes = "routes = [\"/hi\"]\n";
+    assert_eq!(admin.deploy("hi", &example("hello"), routes).0, 201);
+    // `DELETE /apps/..` would name the data dir itself: with a `current` file
+    // there, the store would take it for an app and remove the whole dir.
+    std::fs::write(data.join("current"), "keep\n").unwrap();
+    for path in ["/apps/..", "/apps/.", "/apps/", "/apps/%2e%2e"] {
+        let args = ["--path-as-is", "--request", "DELETE"];
+        let (status, body) = admin.request(Some(TOKEN), &args, path);
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(body.contains("is not an app name"), "{path}: {body}");
+    }
+    assert!(data.join("current").is_file());
+    assert!(data.join("apps/hi/current").is_file());
+    assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
+}
+
+#[test]
 fn an_upload_past_admin_max_upload_gets_413() {
     let admin = Admin::start(&temp_dir("data"), &["--admin-max-upload", "4KiB"]);
     let (status, body) = admin.deploy("hi", &example("hello"), "");
@@ -387,6 +407,11 @@ fn wedge_deploy_deploys_and_says_why_not() {
         (
             deploy("hi", &hello, &token, "http://127.0.0.1:1"),
             "cannot reach the admin API",
+        ),
+        // Not sent: as a URL it would be `PUT /apps/hi?x`, replacing `hi`.
+        (
+            deploy("hi?x", &hello, &token, &admin.url),
+            "`hi?x` is not an app name",
         ),
     ];
     for (out, reason) in cases {

@@ -9,6 +9,7 @@
 //!   bad settings, a route another app claims) → 400 with the reason, and the
 //!   app served before keeps serving.
 //! - `DELETE /apps/{name}` → 204, or 404 if no such app was deployed.
+//! - Either with a name that is not an app name → 400.
 //! - `GET /apps` → the apps served, as JSON.
 //! - `GET /metrics` → Prometheus text.
 //!
@@ -133,8 +134,18 @@ impl Admin {
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match (request.method(), segments.as_slice()) {
             (&Method::GET, ["apps"]) => self.list().await,
-            (&Method::PUT, ["apps", name]) => self.deploy(name, request).await,
-            (&Method::DELETE, ["apps", name]) => self.remove(name).await,
+            (&Method::PUT | &Method::DELETE, ["apps", name]) => {
+                // The name becomes a directory in the data dir: `..`, `.` or an
+                // empty name would reach past the app's own.
+                if let Err(reason) = config::check_app_name(name) {
+                    return text(StatusCode::BAD_REQUEST, &reason);
+                }
+                if request.method() == Method::PUT {
+                    self.deploy(name, request).await
+                } else {
+                    self.remove(name).await
+                }
+            }
             (&Method::GET, ["metrics"]) if self.metrics.is_some() => self.metrics(),
             (_, ["apps"]) => not_allowed("GET"),
             (_, ["apps", _]) => not_allowed("PUT, DELETE"),

@@ -40,6 +40,8 @@ pub struct DeployArgs {
 }
 
 pub fn run(args: DeployArgs) -> Result<()> {
+    // The name goes into the URL as is: `api?x` would deploy `api`.
+    crate::config::check_app_name(&args.name).map_err(|reason| anyhow!(reason))?;
     let token = admin::secret(args.token_file.as_deref())?;
     let component = std::fs::read(&args.component)
         .with_context(|| format!("cannot read {}", args.component.display()))?;

@@ -69,6 +69,13 @@ pub fn parse_app(
     })
 }
 
+/// Checks that `name` is an app name (`[[app]]` `name`, `PUT /apps/{name}`):
+/// lowercase letters, digits, `-` and `_`, starting with a letter; else why not.
+/// Names become directories in the data dir, so nothing else may pass.
+pub fn check_app_name(name: &str) -> Result<(), String> {
+    parse::app_name(name).map(drop)
+}
+
 /// What `check` makes of `text`'s table, or every problem found: the syntax
 /// errors alone if any, else `check`'s. `file` names the text in messages.
 fn checked<T>(

@@ -281,7 +281,7 @@ pub(super) fn deployed_app(
     app
 }
 
-fn app_name(text: &str) -> Result<String, String> {
+pub(super) fn app_name(text: &str) -> Result<String, String> {
     let mut chars = text.chars();
     let starts_well = chars.next().is_some_and(|c| c.is_ascii_lowercase());
     let rest_ok =
