@@ -90,3 +90,23 @@ fn a_queued_request_is_refused_after_the_queue_timeout() {
     );
     parked.finish();
 }
+
+#[test]
+fn past_max_instances_across_all_apps_requests_get_503_with_retry_after() {
+    // The app would admit more, but the host's pool has one instance.
+    let server = Server::start(
+        &example("echo"),
+        &["--max-instances", "1", "--max-concurrent", "5"],
+    );
+    let parked = Parked::open(&server);
+    let (status, response) = post(&server);
+    assert!(status.contains("503"), "{response}");
+    assert!(response.contains("retry-after: 1"), "{response}");
+    assert!(response.contains("the host is busy"), "{response}");
+    server.wait_for_log("no instance free in the host's pool");
+    parked.finish();
+    support::poll_until("a free instance after the parked request ended", || {
+        let (status, _) = post(&server);
+        status.contains("200").then_some(())
+    });
+}

@@ -16,7 +16,8 @@ fn config(apps: &str) -> PathBuf {
     let dir = temp_dir("tenancy");
     let text = apps
         .replace("{hello}", &example("hello").display().to_string())
-        .replace("{echo}", &example("echo").display().to_string());
+        .replace("{echo}", &example("echo").display().to_string())
+        .replace("{faults}", &example("faults").display().to_string());
     let path = dir.join("wedge.toml");
     std::fs::write(&path, format!("listen = \"127.0.0.1:0\"\n\n{text}")).unwrap();
     path
@@ -244,4 +245,41 @@ fn a_changed_config_is_reloaded_and_an_invalid_one_refused() {
     support::sighup(server.pid());
     server.wait_for_log("SIGHUP: reloading");
     assert_eq!(get(&server, "x", "/a"), ("200".into(), String::new()));
+}
+
+#[test]
+fn an_app_may_be_given_more_memory_than_the_default_pool_holds() {
+    // The pool is sized to the largest memory a configured app is given, so the app
+    // runs into its own limit (256 MiB), not the pool's default (128 MiB).
+    let path = config(
+        r#"
+[[app]]
+name = "big"
+component = "{faults}"
+routes = ["/"]
+[app.limits]
+memory = "256MiB"
+"#,
+    );
+    let server = serve(&path);
+    assert_eq!(get(&server, "x", "/memory").0, "500");
+    server.wait_for_log("app `big`: memory limit of 256 MiB exceeded");
+}
+
+#[test]
+fn per_app_flags_beside_a_config_are_refused() {
+    // They would be ignored: per-app limits come from the file.
+    let path = config("[[app]]\nname = \"hello\"\ncomponent = \"{hello}\"\nroutes = [\"/\"]\n");
+    for flag in [
+        ["--cpu-time", "1s"],
+        ["--max-concurrent", "5"],
+        ["--allow-outbound", "x"],
+    ] {
+        let mut args = vec!["serve", "--config", path.to_str().unwrap()];
+        args.extend(flag);
+        let out = support::wedge(&args, &temp_dir("data"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag:?}: {stderr}");
+        assert!(stderr.contains("cannot be used with"), "{flag:?}: {stderr}");
+    }
 }

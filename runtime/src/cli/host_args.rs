@@ -55,6 +55,12 @@ pub struct HostArgs {
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     queue_timeout: Duration,
 
+    /// Instances alive at once across all apps (the instance pool's size); a
+    /// request finding the pool full gets 503 with Retry-After.
+    #[arg(long, default_value_t = crate::host::PoolConfig::default().max_instances,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_instances: u32,
+
     /// On Ctrl-C/SIGTERM, how long requests in flight may take to finish.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
@@ -97,6 +103,10 @@ impl HostArgs {
     /// `--tls-cert` and `--tls-key`, given together or not at all.
     pub fn pem(&self) -> Option<(PathBuf, PathBuf)> {
         self.tls_cert.clone().zip(self.tls_key.clone())
+    }
+
+    pub fn max_instances(&self) -> u32 {
+        self.max_instances
     }
 
     pub fn data_dir(&self) -> PathBuf {

@@ -26,9 +26,14 @@ pub struct ServeArgs {
     target: Option<PathBuf>,
 
     /// Serve the listeners and apps of this wedge.toml instead of one TARGET;
-    /// per-app limits then come from the file, not from the flags.
+    /// per-app limits and outbound settings then come from the file (the flags
+    /// for them are refused; --memory then only sets the largest memory an app
+    /// deployed later may be given).
     #[arg(long = "config", value_name = "FILE",
-          conflicts_with_all = ["target", "listen", "tls_listen", "no_tls", "tls_cert", "tls_key", "env", "var"])]
+          conflicts_with_all = ["target", "listen", "tls_listen", "no_tls", "tls_cert", "tls_key", "env", "var",
+              "cpu_time", "wall_time", "max_body", "max_concurrent", "queue",
+              "queue_timeout", "allow_outbound", "outbound_connect_timeout",
+              "outbound_max_concurrent"])]
     config_file: Option<PathBuf>,
 
     /// Cleartext address: HTTP/1.1, and HTTP/2 with prior knowledge (h2c).
@@ -78,27 +83,34 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
         tls_host: None,
         pem: args.host.pem(),
     };
-    server::run(&args.host, addresses, access_log, |host| async move {
-        // Compiling is CPU-bound and can take seconds for big components.
-        let app = tokio::task::spawn_blocking(move || {
-            App::load(&host.engine, &host.cache, &name, &wasm, host.limits).map(|app| {
-                app.with_outbound(host.outbound)
-                    .with_admission(host.admission)
-                    .with_env(host.vars.env)
-                    .with_config(host.vars.config)
+    let memory = args.host.limits().memory;
+    server::run(
+        &args.host,
+        addresses,
+        access_log,
+        memory,
+        |host| async move {
+            // Compiling is CPU-bound and can take seconds for big components.
+            let app = tokio::task::spawn_blocking(move || {
+                App::load(&host.engine, &host.cache, &name, &wasm, host.limits).map(|app| {
+                    app.with_outbound(host.outbound)
+                        .with_admission(host.admission)
+                        .with_env(host.vars.env)
+                        .with_config(host.vars.config)
+                })
             })
-        })
-        .await
-        .context("loading the component")?
-        .with_context(|| format!("{}", wasm_path.display()))?;
-        let name = app.name().to_string();
-        let tenant = Tenant::new(&name, Serving::App(Arc::new(app)));
-        Ok(Started {
-            name,
-            site: Arc::new(Site::single(Arc::new(tenant))),
-            metrics: None,
-        })
-    })
+            .await
+            .context("loading the component")?
+            .with_context(|| format!("{}", wasm_path.display()))?;
+            let name = app.name().to_string();
+            let tenant = Tenant::new(&name, Serving::App(Arc::new(app)));
+            Ok(Started {
+                name,
+                site: Arc::new(Site::single(Arc::new(tenant))),
+                metrics: None,
+            })
+        },
+    )
 }
 
 /// The apps of a wedge.toml, routed by host and path.
@@ -123,35 +135,48 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
     let listeners = (config.listen, config.tls.as_ref().map(|tls| tls.listen));
     let admin = args.admin.settings(config.admin.as_ref())?;
     let data_dir = args.host.data_dir();
-    server::run(&args.host, addresses, access_log, |host| async move {
-        // Only the admin API reads the metrics: without it nothing is recorded.
-        let metrics = admin.is_some().then(|| Arc::new(Metrics::new()));
-        let tenancy = Tenancy::start(host.engine, host.cache, config.apps, metrics.clone()).await?;
-        let tenancy = Arc::new(tenancy);
-        if let Some(settings) = admin {
-            let mut admin = Admin::restore(settings, tenancy.clone(), &data_dir).await;
-            if let Some(metrics) = &metrics {
-                admin = admin.with_metrics(metrics.clone());
+    // The instance pool holds the largest memory any configured app is given.
+    let memory = config
+        .apps
+        .iter()
+        .map(|app| app.limits.memory)
+        .fold(args.host.limits().memory, u64::max);
+    server::run(
+        &args.host,
+        addresses,
+        access_log,
+        memory,
+        |host| async move {
+            // Only the admin API reads the metrics: without it nothing is recorded.
+            let metrics = admin.is_some().then(|| Arc::new(Metrics::new()));
+            let tenancy =
+                Tenancy::start(host.engine, host.cache, config.apps, metrics.clone()).await?;
+            let tenancy = Arc::new(tenancy);
+            if let Some(settings) = admin {
+                let mut admin = Admin::restore(settings, tenancy.clone(), &data_dir).await;
+                if let Some(metrics) = &metrics {
+                    admin = admin.with_metrics(metrics.clone());
+                }
+                admin.start().await?;
             }
-            admin.start().await?;
-        }
-        let site = tenancy.site();
-        let count = site.directory().tenants().len();
-        tokio::spawn(config_watch::reload_on_change(
-            path.to_path_buf(),
-            listeners,
-            tenancy,
-        ));
-        Ok(Started {
-            name: format!(
-                "{count} app{} from {}",
-                if count == 1 { "" } else { "s" },
-                path.display()
-            ),
-            site,
-            metrics,
-        })
-    })
+            let site = tenancy.site();
+            let count = site.directory().tenants().len();
+            tokio::spawn(config_watch::reload_on_change(
+                path.to_path_buf(),
+                listeners,
+                tenancy,
+            ));
+            Ok(Started {
+                name: format!(
+                    "{count} app{} from {}",
+                    if count == 1 { "" } else { "s" },
+                    path.display()
+                ),
+                site,
+                metrics,
+            })
+        },
+    )
 }
 
 /// Resolves TARGET to an app name and a component file, building a guest

@@ -51,10 +51,13 @@ pub struct Started {
 
 /// Binds `addresses`, runs `start` to get the app, serves until Ctrl-C/SIGTERM and
 /// drains. A busy port is reported before anything is compiled.
+/// `largest_memory` sizes the instance pool's memories: no app loaded into it may be
+/// given more.
 pub fn run<F, Fut>(
     args: &HostArgs,
     addresses: Addresses,
     access_log: AccessLog,
+    largest_memory: u64,
     start: F,
 ) -> Result<()>
 where
@@ -78,8 +81,8 @@ where
     runtime.block_on(async move {
         let listeners = Listeners::bind(addresses.plain, addresses.tls, h3.is_some()).await?;
         let engine = host::build_engine(&PoolConfig {
-            max_memory: limits.memory,
-            ..PoolConfig::default()
+            max_memory: largest_memory,
+            max_instances: args.max_instances(),
         })?;
         let cache = ArtifactCache::new(data_dir.join("precompiled"));
         let started = start(Host {

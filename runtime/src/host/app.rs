@@ -45,6 +45,16 @@ impl App {
         limits: Limits,
     ) -> Result<App> {
         check_is_component(wasm)?;
+        if let Some(pool) = super::engine::pool_max_memory()
+            && limits.memory > pool
+        {
+            bail!(
+                "its memory limit ({} MiB) is more than this host's instance pool holds ({} MiB); \
+                 start wedge with a larger --memory",
+                limits.memory >> 20,
+                pool >> 20
+            );
+        }
         let started = Instant::now();
         let cached = cache.load(engine, wasm);
         let from_cache = cached.is_some();

@@ -189,6 +189,19 @@ impl App {
         }
         let status = fault.status();
         let reason = status.canonical_reason().unwrap_or("error");
+        if *fault == Fault::PoolExhausted {
+            let mut response = plain(
+                status,
+                format!(
+                    "{} {reason}: the host is busy; retry later\n",
+                    status.as_u16()
+                ),
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+            return response;
+        }
         plain(
             status,
             format!("{} {reason}: the handler failed\n", status.as_u16()),

@@ -37,6 +37,15 @@ fn base_config() -> Config {
     config
 }
 
+/// The largest memory the pool holds, once the engine is built with a pool.
+static POOL_MAX_MEMORY: OnceLock<u64> = OnceLock::new();
+
+/// The largest linear memory an instance can be given, when instances come from the
+/// pool (`None` with on-demand allocation, which has no such bound).
+pub fn pool_max_memory() -> Option<u64> {
+    POOL_MAX_MEMORY.get().copied()
+}
+
 /// Builds the engine, falling back to on-demand allocation (with a warning)
 /// when the pool's address space cannot be reserved.
 pub fn build_engine(pool: &PoolConfig) -> Result<Engine> {
@@ -50,7 +59,10 @@ pub fn build_engine(pool: &PoolConfig) -> Result<Engine> {
     let mut config = base_config();
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
     let engine = match Engine::new(&config) {
-        Ok(engine) => engine,
+        Ok(engine) => {
+            let _ = POOL_MAX_MEMORY.set(pool.max_memory);
+            engine
+        }
         Err(err) => {
             tracing::warn!(
                 "pooling allocator unavailable ({err}); falling back to on-demand instance allocation"

@@ -24,6 +24,8 @@ pub enum Fault {
     NoResponse,
     /// The guest set an error instead of a response.
     GuestError(String),
+    /// Every instance of the host's pool was in use (`--max-instances`).
+    PoolExhausted,
     /// The host could not run the request.
     Internal(String),
 }
@@ -35,7 +37,9 @@ impl Fault {
             Fault::CpuTime(_) | Fault::WallTime { started: true, .. } => {
                 StatusCode::GATEWAY_TIMEOUT
             }
-            Fault::WallTime { started: false, .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Fault::WallTime { started: false, .. } | Fault::PoolExhausted => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Fault::Trap(_)
             | Fault::Memory(_)
             | Fault::NoResponse
@@ -53,7 +57,7 @@ impl Fault {
             Fault::Memory(_) => FaultKind::Memory,
             Fault::NoResponse => FaultKind::NoResponse,
             Fault::GuestError(_) => FaultKind::GuestError,
-            Fault::Internal(_) => FaultKind::Internal,
+            Fault::PoolExhausted | Fault::Internal(_) => FaultKind::Internal,
         }
     }
 
@@ -64,6 +68,12 @@ impl Fault {
         }
         if state.limiter.denied {
             return Fault::Memory(state.limiter.limit());
+        }
+        if err
+            .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+            .is_some()
+        {
+            return Fault::PoolExhausted;
         }
         match err.downcast_ref::<wasmtime::Trap>() {
             Some(trap) => Fault::Trap(trap.to_string()),
@@ -89,6 +99,7 @@ impl fmt::Display for Fault {
             }
             Fault::NoResponse => write!(f, "the handler returned without setting a response"),
             Fault::GuestError(msg) => write!(f, "the handler answered with an error: {msg}"),
+            Fault::PoolExhausted => write!(f, "no instance free in the host's pool"),
             Fault::Internal(msg) => write!(f, "internal error: {msg}"),
         }
     }
@@ -127,6 +138,7 @@ mod tests {
             (Fault::Memory(1 << 20), 500),
             (Fault::NoResponse, 500),
             (Fault::GuestError("oops".into()), 500),
+            (Fault::PoolExhausted, 503),
             (Fault::Internal("oops".into()), 500),
         ];
         for (fault, status) in cases {

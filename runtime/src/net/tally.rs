@@ -41,9 +41,10 @@ impl Tally {
         request: &Request<B>,
     ) -> Option<Box<Tally>> {
         (log.is_on() || metrics.is_some()).then(|| {
-            // Only the log shows the target: metrics alone copy nothing of the request.
+            // Only the log shows the path: metrics alone copy nothing of the request.
+            // The query stays out of logs: it often carries tokens.
             let target = match log.is_on() {
-                true => request.uri().path_and_query().map_or("/", |p| p.as_str()),
+                true => request.uri().path(),
                 false => "",
             };
             Box::new(Tally {

@@ -66,6 +66,7 @@ pub fn run(args: DevArgs) -> Result<()> {
         &args.host,
         addresses,
         AccessLog::for_stderr(),
+        args.host.limits().memory,
         |host| async move {
             let slot_name = name.clone();
             let mut reloader = Reloader::new(dir.clone(), host);
