@@ -52,6 +52,7 @@ impl Store {
         if written {
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
+            sync_dir(&self.dir).with_context(|| format!("cannot sync {}", self.dir.display()))?;
             write_atomically(&dir.join(format!("{id}.toml")), config.as_bytes())?;
             write_atomically(&wasm, component)?;
         }
@@ -98,6 +99,8 @@ impl Store {
         }
         std::fs::remove_dir_all(&dir)
             .with_context(|| format!("cannot remove {}", dir.display()))?;
+        // Else a crash could bring back an app whose removal was answered 204.
+        sync_dir(&self.dir).with_context(|| format!("cannot sync {}", self.dir.display()))?;
         Ok(true)
     }
 
@@ -145,14 +148,22 @@ fn version_id(component: &[u8], config: &str) -> String {
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory,
-/// synced before the rename so the rename never exposes a partial file.
+/// synced before the rename so the rename never exposes a partial file, and
+/// the directory synced after it so the rename survives a crash.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let temp = PathBuf::from(format!("{}.partial", path.display()));
     let write = || -> std::io::Result<()> {
         let mut file = std::fs::File::create(&temp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
-        std::fs::rename(&temp, path)
+        std::fs::rename(&temp, path)?;
+        sync_dir(path.parent().unwrap_or(Path::new(".")))
     };
     write().with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Makes the renames and new entries in `dir` durable: until then a crash may
+/// lose them, and `commit` would already have unlinked the version they replace.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
