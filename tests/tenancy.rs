@@ -283,3 +283,28 @@ fn per_app_flags_beside_a_config_are_refused() {
         assert!(stderr.contains("cannot be used with"), "{flag:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_reloaded_app_shares_its_slots_with_the_version_still_running() {
+    let app = |routes: &str| {
+        format!(
+            "[[app]]\nname = \"one\"\ncomponent = \"{{echo}}\"\nroutes = [{routes}]\n\
+             [app.limits]\nmax_concurrent = 1\nqueue = 0\n"
+        )
+    };
+    let path = config(&app("\"/a\""));
+    let server = serve(&path);
+    let parked = Parked::open(&server, "/a");
+    // A new version of the app (another route); the old one still runs the parked request.
+    let listen = std::fs::read_to_string(&path).unwrap();
+    let listen = listen.lines().next().unwrap().to_string();
+    let next = app("\"/a\", \"/b\"").replace("{echo}", &example("echo").display().to_string());
+    std::fs::write(&path, format!("{listen}\n{next}")).unwrap();
+    server.wait_for_log("config reloaded");
+    // One slot in all: the new version does not bring a second.
+    assert_eq!(get(&server, "x", "/b").0, "503");
+    parked.finish();
+    support::poll_until("the slot free again", || {
+        (get(&server, "x", "/b").0 == "200").then_some(())
+    });
+}

@@ -22,10 +22,15 @@ const DEBOUNCE: Duration = Duration::from_millis(200);
 type Listeners = (Option<SocketAddr>, Option<SocketAddr>);
 
 /// Reloads `path` into `tenancy` on every SIGHUP or change of the file, until the
-/// process ends.
-pub async fn reload_on_change(path: PathBuf, listeners: Listeners, tenancy: Arc<Tenancy>) {
+/// process ends. The watch (file and signal) is set up before this returns, so no
+/// change made after it is missed; the returned future does the reloading.
+pub fn reload_on_change(
+    path: PathBuf,
+    listeners: Listeners,
+    tenancy: Arc<Tenancy>,
+) -> impl Future<Output = ()> {
     let changed = Arc::new(Notify::new());
-    let _watcher = match watch_file(&path, changed.clone()) {
+    let watcher = match watch_file(&path, changed.clone()) {
         Ok(watcher) => Some(watcher),
         Err(err) => {
             tracing::warn!(
@@ -42,14 +47,17 @@ pub async fn reload_on_change(path: PathBuf, listeners: Listeners, tenancy: Arc<
             None
         }
     };
-    loop {
-        tokio::select! {
-            _ = changed.notified() => tracing::info!("{} changed: reloading", path.display()),
-            Some(()) = async { hangup.as_mut()?.recv().await } => {
-                tracing::info!("SIGHUP: reloading {}", path.display());
+    async move {
+        let _watcher = watcher;
+        loop {
+            tokio::select! {
+                _ = changed.notified() => tracing::info!("{} changed: reloading", path.display()),
+                Some(()) = async { hangup.as_mut()?.recv().await } => {
+                    tracing::info!("SIGHUP: reloading {}", path.display());
+                }
             }
+            reload(&path, listeners, &tenancy).await;
         }
-        reload(&path, listeners, &tenancy).await;
     }
 }
 

@@ -20,6 +20,7 @@ pub struct Loaded {
 }
 
 /// An app's entry and the digest of its component, with the tenant made from them.
+#[derive(Clone)]
 struct Source {
     entry: AppConfig,
     digest: [u8; 32],
@@ -43,17 +44,28 @@ impl Loaded {
 }
 
 /// Loads `apps` (compiling on blocking threads) into a directory; apps unchanged
-/// since `previous` are taken over as they are. Errors name the app and its component.
+/// since `previous` are taken over as they are (with `reread`, only if their
+/// component's bytes did not change either). Errors name the app and its component.
 pub async fn load_site(
     engine: &Engine,
     cache: &ArtifactCache,
     apps: &[AppConfig],
     previous: Option<&Loaded>,
+    reread: bool,
     metrics: Option<&Metrics>,
 ) -> Result<(Directory, Loaded)> {
     let mut sources = HashMap::new();
     let mut routed = Vec::new();
     for entry in apps {
+        let before = previous.and_then(|p| p.sources.get(&entry.name));
+        // An entry that did not change keeps its tenant; its file is read again only
+        // on a config reload (a deploy of another app must not pick up, or trip over,
+        // a component being rebuilt in place).
+        if let Some(source) = before.filter(|s| !reread && s.entry == *entry) {
+            routed.push((source.tenant.clone(), entry.routes.clone()));
+            sources.insert(entry.name.clone(), source.clone());
+            continue;
+        }
         let wasm = std::fs::read(&entry.component).with_context(|| {
             format!(
                 "app `{}`: cannot read {}",
@@ -62,13 +74,19 @@ pub async fn load_site(
             )
         })?;
         let digest: [u8; 32] = Sha256::digest(&wasm).into();
-        let unchanged = previous
-            .and_then(|p| p.sources.get(&entry.name))
-            .filter(|s| s.digest == digest && s.entry == *entry);
+        let unchanged = before.filter(|s| s.digest == digest && s.entry == *entry);
         let tenant = match unchanged {
             Some(source) => source.tenant.clone(),
             None => {
-                let mut app = load_app(engine, cache, entry, wasm).await?;
+                // A new version with the same admission limits shares the old one's
+                // slots: a swap must not let an app run twice its instances.
+                let admission = before
+                    .filter(|s| s.entry.admission == entry.admission)
+                    .and_then(|s| match s.tenant.slot().current() {
+                        Serving::App(app) => Some(app.admission.clone()),
+                        Serving::BuildFailed(_) => None,
+                    });
+                let mut app = load_app(engine, cache, entry, wasm, admission).await?;
                 if let Some(metrics) = metrics {
                     app = app.with_metrics(metrics.app(&entry.name));
                 }
@@ -99,6 +117,7 @@ async fn load_app(
     cache: &ArtifactCache,
     entry: &AppConfig,
     wasm: Vec<u8>,
+    admission: Option<Arc<Admission>>,
 ) -> Result<App> {
     let (engine, cache, entry) = (engine.clone(), cache.clone(), entry.clone());
     tokio::task::spawn_blocking(move || {
@@ -106,7 +125,9 @@ async fn load_app(
             .with_context(|| format!("app `{}`: {}", entry.name, entry.component.display()))?;
         Ok(app
             .with_outbound(entry.outbound.clone())
-            .with_admission(Arc::new(Admission::new(entry.admission.clone())))
+            .with_admission(
+                admission.unwrap_or_else(|| Arc::new(Admission::new(entry.admission.clone()))),
+            )
             .with_env(entry.env.clone())
             .with_config(entry.config.clone()))
     })

@@ -61,7 +61,7 @@ impl Tenancy {
         metrics: Option<Arc<Metrics>>,
     ) -> Result<Tenancy> {
         let (directory, loaded) =
-            load::load_site(&engine, &cache, &apps, None, metrics.as_deref()).await?;
+            load::load_site(&engine, &cache, &apps, None, true, metrics.as_deref()).await?;
         Ok(Tenancy {
             site: Arc::new(Site::new(directory)),
             engine,
@@ -85,7 +85,7 @@ impl Tenancy {
     pub async fn reconfigure(&self, apps: Vec<AppConfig>) -> Result<()> {
         let mut state = self.state.lock().await;
         let deployed = state.deployed.clone();
-        self.swap(&mut state, apps, deployed).await
+        self.swap(&mut state, apps, deployed, true).await
     }
 
     /// Deploys `entry` (its component file already in place), replacing an app of the
@@ -96,7 +96,7 @@ impl Tenancy {
         let mut deployed = state.deployed.clone();
         deployed.insert(name.clone(), entry);
         let configured = state.configured.clone();
-        self.swap(&mut state, configured, deployed).await?;
+        self.swap(&mut state, configured, deployed, false).await?;
         Ok(state.loaded.digest(&name).unwrap_or_default())
     }
 
@@ -108,7 +108,7 @@ impl Tenancy {
             return Ok(false);
         }
         let configured = state.configured.clone();
-        self.swap(&mut state, configured, deployed).await?;
+        self.swap(&mut state, configured, deployed, false).await?;
         Ok(true)
     }
 
@@ -137,6 +137,7 @@ impl Tenancy {
         state: &mut State,
         configured: Vec<AppConfig>,
         deployed: BTreeMap<String, AppConfig>,
+        reread: bool,
     ) -> Result<()> {
         let apps = merged(&configured, &deployed);
         let (directory, loaded) = load::load_site(
@@ -144,6 +145,7 @@ impl Tenancy {
             &self.cache,
             &apps,
             Some(&state.loaded),
+            reread,
             self.metrics.as_deref(),
         )
         .await?;
