@@ -308,3 +308,32 @@ fn a_reloaded_app_shares_its_slots_with_the_version_still_running() {
         (get(&server, "x", "/b").0 == "200").then_some(())
     });
 }
+
+#[test]
+fn time_limits_are_each_apps_own() {
+    let path = config(
+        r#"
+[[app]]
+name = "tight"
+component = "{faults}"
+routes = ["tight.localhost/"]
+[app.limits]
+cpu_time = "50ms"
+wall_time = "200ms"
+
+[[app]]
+name = "loose"
+component = "{faults}"
+routes = ["loose.localhost/"]
+"#,
+    );
+    let server = serve(&path);
+    assert_eq!(get(&server, "tight.localhost", "/sleep?ms=400").0, "504");
+    server.wait_for_log("app `tight`: wall-clock limit of 200ms exceeded");
+    assert_eq!(get(&server, "tight.localhost", "/cpu-loop").0, "504");
+    server.wait_for_log("app `tight`: CPU time limit of 50ms exceeded");
+    assert_eq!(
+        get(&server, "loose.localhost", "/sleep?ms=400"),
+        ("200".into(), "slept 400\n".into())
+    );
+}
