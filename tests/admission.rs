@@ -4,37 +4,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
-
-use support::{Server, curl, example};
-
-/// A request to the echo app whose body stays open: its instance runs (echoing)
-/// until `finish` is called. Returns once the response head arrived, i.e. once the
-/// request holds an instance.
-struct Parked {
-    stream: TcpStream,
-}
-
-impl Parked {
-    fn open(server: &Server) -> Parked {
-        let mut stream = TcpStream::connect(server.authority()).unwrap();
-        write!(
-            stream,
-            "POST / HTTP/1.1\r\nhost: x\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n"
-        )
-        .unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut status = String::new();
-        reader.read_line(&mut status).unwrap();
-        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-        Parked { stream }
-    }
-
-    fn finish(mut self) {
-        self.stream.write_all(b"0\r\n\r\n").unwrap();
-    }
-}
+use support::{Parked, Server, curl, example};
 
 /// Status line and headers (lowercased) and body of a curl request.
 fn post(server: &Server) -> (String, String) {
@@ -54,7 +24,7 @@ fn post(server: &Server) -> (String, String) {
 #[test]
 fn past_max_concurrent_with_no_queue_requests_get_503_with_retry_after() {
     let server = Server::start(&example("echo"), &["--max-concurrent", "1", "--queue", "0"]);
-    let parked = Parked::open(&server);
+    let parked = Parked::open(&server, "/");
     let (status, response) = post(&server);
     assert!(status.contains("503"), "{response}");
     assert!(response.contains("retry-after: 1"), "{response}");
@@ -81,7 +51,7 @@ fn a_queued_request_is_refused_after_the_queue_timeout() {
             "100ms",
         ],
     );
-    let parked = Parked::open(&server);
+    let parked = Parked::open(&server, "/");
     let (status, response) = post(&server);
     assert!(status.contains("503"), "{response}");
     assert!(
@@ -98,7 +68,7 @@ fn past_max_instances_across_all_apps_requests_get_503_with_retry_after() {
         &example("echo"),
         &["--max-instances", "1", "--max-concurrent", "5"],
     );
-    let parked = Parked::open(&server);
+    let parked = Parked::open(&server, "/");
     let (status, response) = post(&server);
     assert!(status.contains("503"), "{response}");
     assert!(response.contains("retry-after: 1"), "{response}");

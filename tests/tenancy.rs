@@ -4,11 +4,9 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 
-use support::{Server, curl, example, temp_dir};
+use support::{Parked, Server, curl, example, temp_dir};
 
 /// Writes `wedge.toml` into a fresh directory: cleartext listener on an ephemeral
 /// port, then `apps` (TOML text; `{hello}`, `{echo}` name example components).
@@ -115,31 +113,6 @@ max_body = "1MiB"
     };
     assert_eq!(post("/small"), "413");
     assert_eq!(post("/large"), "200");
-}
-
-/// A request to `path` whose body stays open: its instance runs until `finish`.
-/// Returns once the response head arrived (the request holds an instance).
-struct Parked(TcpStream);
-
-impl Parked {
-    fn open(server: &Server, path: &str) -> Parked {
-        let mut stream = TcpStream::connect(server.authority()).unwrap();
-        write!(
-            stream,
-            "POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n2\r\nhi\r\n"
-        )
-        .unwrap();
-        let mut status = String::new();
-        BufReader::new(stream.try_clone().unwrap())
-            .read_line(&mut status)
-            .unwrap();
-        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-        Parked(stream)
-    }
-
-    fn finish(mut self) {
-        self.0.write_all(b"0\r\n\r\n").unwrap();
-    }
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -378,5 +378,31 @@ pub fn poll_until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
         }
         assert!(std::time::Instant::now() < deadline, "never saw {what}");
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A chunked POST to `path` whose body stays open, so an echoing handler keeps its
+/// instance until `finish`. `open` returns once the response head arrived, i.e.
+/// once the request holds an instance.
+pub struct Parked(std::net::TcpStream);
+
+impl Parked {
+    pub fn open(server: &Server, path: &str) -> Parked {
+        let mut stream = std::net::TcpStream::connect(server.authority()).unwrap();
+        write!(
+            stream,
+            "POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n2\r\nhi\r\n"
+        )
+        .unwrap();
+        let mut status = String::new();
+        BufReader::new(stream.try_clone().unwrap())
+            .read_line(&mut status)
+            .unwrap();
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        Parked(stream)
+    }
+
+    pub fn finish(mut self) {
+        self.0.write_all(b"0\r\n\r\n").unwrap();
     }
 }
