@@ -176,10 +176,14 @@ async fn requests_faults_refusals_and_connections_are_counted_per_app_and_protoc
         1.0
     );
     drop((client, _parked));
+    // A request is counted when its connection lets go of its response body: the
+    // refused one too (its unread upload may keep its connection a little longer).
+    let refused = [("app", "busy"), ("protocol", "h1"), ("status", "5xx")];
     let samples = scrape_until(&metrics, "everything closed", |s| {
         s.get("wedge_instances_running", &[("app", "faults")]) == 0.0
             && s.get("wedge_connections_open", &[("protocol", "h2")]) == 0.0
             && s.get("wedge_connections_open", &[("protocol", "h1")]) == 0.0
+            && s.get("wedge_requests_total", &refused) == 1.0
     })
     .await;
 
