@@ -24,13 +24,10 @@
 
 use crate::{Error, ErrorKind};
 
-mod bindings {
-    // Only this interface: wasi:http and the rest come from wstd's bindings.
-    wit_bindgen::generate!({
-        path: "../wit/deps/config",
-        world: "wasi:config/imports@0.2.0-rc.1",
-    });
-}
+// Only this interface: wasi:http and the rest come from wstd's bindings.
+#[path = "config_bindings.rs"]
+#[rustfmt::skip]
+mod bindings;
 
 use bindings::wasi::config::store;
 
