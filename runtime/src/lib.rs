@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod cli;
 pub mod config;
+mod hex;
 pub mod host;
 pub mod metrics;
 pub mod net;

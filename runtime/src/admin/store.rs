@@ -36,28 +36,36 @@ impl Store {
         }
     }
 
-    /// Where the version of `name` made of `component` and `config` keeps its
-    /// component.
-    pub fn component_path(&self, name: &str, component: &[u8], config: &str) -> PathBuf {
-        self.app_dir(name)
-            .join(format!("{}.wasm", version_id(component, config)))
+    /// Names the version of app `name` made of `component` and `config` (hashed
+    /// once here: a component may be 100 MiB); nothing is written yet.
+    pub fn version(&self, name: &str, component: &[u8], config: &str) -> Version {
+        Version {
+            name: name.to_string(),
+            id: version_id(component, config),
+            written: false,
+        }
     }
 
-    /// Writes a version of app `name` (unless it is there already).
-    pub fn write(&self, name: &str, component: &[u8], config: &str) -> Result<Version> {
-        let id = version_id(component, config);
-        let dir = self.app_dir(name);
-        let wasm = dir.join(format!("{id}.wasm"));
-        let written = !wasm.is_file();
-        if written {
+    /// Where `version` keeps its component.
+    pub fn component_path(&self, version: &Version) -> PathBuf {
+        self.app_dir(&version.name)
+            .join(format!("{}.wasm", version.id))
+    }
+
+    /// Writes `version`, made of `component` and `config` (unless it is there already).
+    pub fn write(&self, mut version: Version, component: &[u8], config: &str) -> Result<Version> {
+        let id = &version.id;
+        let dir = self.app_dir(&version.name);
+        let wasm = self.component_path(&version);
+        version.written = !wasm.is_file();
+        if version.written {
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
             sync_dir(&self.dir).with_context(|| format!("cannot sync {}", self.dir.display()))?;
             write_atomically(&dir.join(format!("{id}.toml")), config.as_bytes())?;
             write_atomically(&wasm, component)?;
         }
-        let name = name.to_string();
-        Ok(Version { name, id, written })
+        Ok(version)
     }
 
     /// Makes `version` the one restored at start and removes the others.
@@ -144,7 +152,7 @@ fn version_id(component: &[u8], config: &str) -> String {
         .chain_update(Sha256::digest(component))
         .chain_update(config)
         .finalize();
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::hex(&digest)
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory,

@@ -94,7 +94,7 @@ pub fn form(component: &[u8], config: &str) -> (String, Bytes) {
         .chain_update(component)
         .chain_update(config)
         .finalize();
-    let boundary: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let boundary = crate::hex::hex(&digest);
     let mut body = Vec::with_capacity(component.len() + config.len() + 512);
     let parts = [
         (CONFIG, "app.toml", "application/toml", config.as_bytes()),

@@ -53,7 +53,7 @@ impl ArtifactCache {
         engine.precompile_compatibility_hash().hash(&mut hasher);
         hasher.0.update(wasm);
         let digest = hasher.0.finalize();
-        let name: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let name = crate::hex::hex(&digest);
         dir.join(format!("{name}.cwasm"))
     }
 

@@ -31,7 +31,7 @@ impl Loaded {
     /// The SHA-256 (hex) of the component app `name` serves.
     pub fn digest(&self, name: &str) -> Option<String> {
         let source = self.sources.get(name)?;
-        Some(source.digest.iter().map(|b| format!("{b:02x}")).collect())
+        Some(crate::hex::hex(&source.digest))
     }
 
     /// Instances of app `name` running and requests waiting for one.
