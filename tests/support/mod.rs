@@ -264,17 +264,17 @@ impl Drop for Server {
 
 /// Sends SIGHUP to a process.
 pub fn sighup(pid: u32) {
-    let status = Command::new("kill")
-        .args(["-HUP", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    kill(pid, "-HUP");
 }
 
 /// Sends SIGTERM to a process.
 pub fn sigterm(pid: u32) {
+    kill(pid, "-TERM");
+}
+
+fn kill(pid: u32, signal: &str) {
     let status = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
+        .args([signal, &pid.to_string()])
         .status()
         .unwrap();
     assert!(status.success());
