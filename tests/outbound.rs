@@ -151,18 +151,17 @@ async fn a_connect_past_the_timeout_fails_with_connection_timeout() {
     let addr = listener.local_addr().unwrap().to_string();
     let proxy = proxy(&addr, &["--outbound-connect-timeout", "500ms"]);
     let url = through(&proxy.server, &addr);
-    let started = Instant::now();
     let (status, body) =
         tokio::task::spawn_blocking(move || status_and_body(&["--max-time", "30", &url]))
             .await
             .unwrap();
-    let took = started.elapsed();
     assert_eq!(status, "502", "{body}");
     assert!(body.contains("connection timeout"), "{body}");
-    assert!(
-        took >= Duration::from_millis(500) && took < Duration::from_secs(10),
-        "{took:?}"
-    );
+    // The configured limit is the one applied (the default is 5s): read from the
+    // log, not from a stopwatch.
+    proxy.server.wait_for_log(&format!(
+        "outbound connection to {addr} failed: no connection within 500ms"
+    ));
 }
 
 /// An HTTP/1.1 origin on 127.0.0.1 (hyper, keep-alive) that counts the
