@@ -422,3 +422,79 @@ fn wedge_deploy_deploys_and_says_why_not() {
     }
     assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
 }
+
+/// `GET path` on the admin listener with no token: status and body.
+fn probe(admin: &Admin, path: &str) -> (u16, String) {
+    admin.request(None, &[], path)
+}
+
+#[test]
+fn the_probes_answer_without_a_token_and_name_nothing() {
+    let admin = Admin::start(&temp_dir("data"), &[]);
+    assert_eq!(probe(&admin, "/healthz"), (200, "ok\n".to_string()));
+    assert_eq!(probe(&admin, "/readyz"), (200, "ready\n".to_string()));
+    // A token, right or wrong, changes nothing: the probes never look at it.
+    assert_eq!(admin.request(Some("wrong"), &[], "/readyz").0, 200);
+    assert_eq!(admin.request(Some(TOKEN), &[], "/healthz").0, 200);
+    let head = curl(&["--include", &format!("{}/readyz", admin.url)]);
+    let head = String::from_utf8_lossy(&head.stdout).to_ascii_lowercase();
+    assert!(head.contains("cache-control: no-store"), "{head}");
+    let (status, _) = admin.request(None, &["--request", "POST"], "/readyz");
+    assert_eq!(status, 405);
+    // Only those two paths are open: the API next to them still needs the token.
+    for path in ["/apps", "/metrics", "/healthz/x", "/readyz/"] {
+        assert_eq!(probe(&admin, path).0, 401, "{path}");
+    }
+}
+
+#[test]
+fn readyz_is_503_while_a_deployed_app_did_not_restore_until_it_is_deployed_again() {
+    let data = temp_dir("data");
+    let admin = Admin::start(&data, &[]);
+    let routes = "routes = [\"/hi\"]\n";
+    assert_eq!(admin.deploy("secretname", &example("hello"), routes).0, 201);
+    drop(admin);
+    // The stored component no longer loads (a disk fault, a hand edit).
+    let app_dir = data.join("apps/secretname");
+    let version = std::fs::read_to_string(app_dir.join("current")).unwrap();
+    std::fs::write(app_dir.join(format!("{}.wasm", version.trim())), "not wasm").unwrap();
+
+    let admin = Admin::start(&data, &[]);
+    assert_eq!(probe(&admin, "/healthz"), (200, "ok\n".to_string()));
+    let (status, body) = probe(&admin, "/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("1 deployed app(s) did not restore"), "{body}");
+    assert!(!body.contains("secretname"), "readyz named the app: {body}");
+    assert_eq!(admin.get("/configured"), (200, HELLO.to_string()));
+
+    // A new version settles it (the same bytes again would find the damaged file
+    // under their version's name: the store keeps a version it already has).
+    assert_eq!(
+        admin.deploy("secretname", &example("stream"), routes).0,
+        201
+    );
+    assert_eq!(probe(&admin, "/readyz"), (200, "ready\n".to_string()));
+}
+
+#[test]
+fn readyz_is_503_once_a_shutdown_begins_while_requests_drain() {
+    let admin = Admin::start(&temp_dir("data"), &["--drain-timeout", "60s"]);
+    assert_eq!(
+        admin
+            .deploy("echo", &example("echo"), "routes = [\"/echo\"]\n")
+            .0,
+        201
+    );
+    let parked = support::Parked::open(&admin.server, "/echo");
+    support::sigterm(admin.server.pid());
+    // The parked request holds the process in its drain; readyz says so.
+    let body = support::poll_until("readyz 503", || {
+        let (status, body) = probe(&admin, "/readyz");
+        (status == 503).then_some(body)
+    });
+    assert_eq!(body, "not ready: draining (shutting down)\n");
+    assert_eq!(probe(&admin, "/healthz"), (200, "ok\n".to_string()));
+    parked.finish();
+    let (status, log) = admin.server.wait_exit(Duration::from_secs(60));
+    assert!(status.success(), "{log}");
+}

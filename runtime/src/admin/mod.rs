@@ -1,6 +1,8 @@
 //! The admin API, on its own listener (`--admin ADDR`, off by default): deploy,
 //! replace and remove apps while wedge serves, list them, and read the metrics.
-//! Every request needs `Authorization: Bearer <token>`.
+//! Every request needs `Authorization: Bearer <token>`, but the probes' ([`health`]).
+//! The listener is bound before the apps load, so liveness answers from the start;
+//! until they are loaded the API answers 503.
 //!
 //! - `PUT /apps/{name}`: a form with the component and its settings (see
 //!   [`upload`]); deploys or replaces the app atomically (requests in flight
@@ -12,17 +14,19 @@
 //! - Either with a name that is not an app name → 400.
 //! - `GET /apps` → the apps served, as JSON.
 //! - `GET /metrics` → Prometheus text.
+//! - `GET /healthz`, `GET /readyz` → liveness and readiness, without the token.
 //!
 //! Deployed apps are kept in the data dir ([`store`]) and deployed again at start.
 
 mod auth;
+mod health;
 mod store;
 pub mod upload;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -37,6 +41,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Mutex;
 
 pub use auth::{TOKEN_ENV, Token, secret};
+pub use health::Readiness;
 use store::Store;
 
 use crate::config;
@@ -55,12 +60,21 @@ pub struct Settings {
     pub max_upload: u64,
 }
 
+/// The admin listener: the probes from the moment it is bound, the API once the
+/// apps are loaded and it is installed.
+pub struct Endpoint {
+    settings: Settings,
+    readiness: Arc<Readiness>,
+    api: OnceLock<Admin>,
+}
+
 /// The admin API's state: the apps it changes and where it keeps them.
 pub struct Admin {
     tenancy: Arc<Tenancy>,
     store: Store,
-    settings: Settings,
     metrics: Option<Arc<Metrics>>,
+    /// Told when a deploy or removal settles an app that did not restore.
+    readiness: Arc<Readiness>,
     /// Deploys and removals run one at a time (they share the store's files).
     changes: Mutex<()>,
 }
@@ -71,52 +85,37 @@ type Response = http::Response<Full<Bytes>>;
 /// does not spin while the condition lasts.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-impl Admin {
-    /// The admin API over `tenancy`, with the apps kept in `data_dir` deployed
-    /// again; one that no longer loads is logged and left on disk (a `DELETE`
-    /// removes it).
-    pub async fn restore(settings: Settings, tenancy: Arc<Tenancy>, data_dir: &Path) -> Admin {
-        let store = Store::new(data_dir);
-        for saved in store.saved() {
-            let restored = match saved {
-                Ok(entry) => tenancy.deploy(entry).await.map(drop),
-                Err(err) => Err(err),
-            };
-            if let Err(err) = restored {
-                tracing::error!("a deployed app was not restored: {err:#}");
-            }
-        }
-        Admin {
-            tenancy,
-            store,
-            settings,
-            metrics: None,
-            changes: Mutex::new(()),
-        }
-    }
-
-    /// Serves `metrics` at `GET /metrics`.
-    pub fn with_metrics(self, metrics: Arc<Metrics>) -> Admin {
-        Admin {
-            metrics: Some(metrics),
-            ..self
-        }
-    }
-
+impl Endpoint {
     /// Binds the admin address and serves it from a task of its own until the
-    /// runtime stops.
-    pub async fn start(self) -> Result<SocketAddr> {
-        let listen = self.settings.listen;
+    /// runtime stops: the probes at once, the API once [`Endpoint::install`]ed.
+    pub async fn bind(settings: Settings, readiness: Arc<Readiness>) -> Result<Arc<Endpoint>> {
+        let listen = settings.listen;
         let listener = TcpListener::bind(listen)
             .await
             .with_context(|| format!("cannot listen on {listen} (admin API)"))?;
         let addr = listener.local_addr()?;
         tracing::info!("admin API on http://{addr}/");
-        tokio::spawn(accept(listener, Arc::new(self)));
-        Ok(addr)
+        let endpoint = Arc::new(Endpoint {
+            settings,
+            readiness,
+            api: OnceLock::new(),
+        });
+        tokio::spawn(accept(listener, endpoint.clone()));
+        Ok(endpoint)
+    }
+
+    /// Serves `api` from now on (until then its requests get 503).
+    pub fn install(&self, api: Admin) {
+        if self.api.set(api).is_err() {
+            tracing::error!("admin API installed twice: keeping the first");
+        }
     }
 
     async fn respond(&self, request: http::Request<Incoming>) -> Response {
+        let path = request.uri().path();
+        if let Some(probe) = health::answer(request.method(), path, &self.readiness) {
+            return probe;
+        }
         let authorization = request.headers().get(header::AUTHORIZATION);
         if !self
             .settings
@@ -130,6 +129,57 @@ impl Admin {
                 .insert(header::WWW_AUTHENTICATE, challenge);
             return response;
         }
+        match self.api.get() {
+            Some(api) => api.respond(request, self.settings.max_upload).await,
+            None => {
+                let mut response = text(StatusCode::SERVICE_UNAVAILABLE, "the apps are loading");
+                let retry = header::HeaderValue::from_static("1");
+                response.headers_mut().insert(header::RETRY_AFTER, retry);
+                response
+            }
+        }
+    }
+}
+
+impl Admin {
+    /// The admin API over `tenancy`, with the apps kept in `data_dir` deployed
+    /// again; one that no longer loads is logged, left on disk (a `DELETE`
+    /// removes it) and keeps `readiness` unready until deployed again or removed.
+    pub async fn restore(
+        tenancy: Arc<Tenancy>,
+        data_dir: &Path,
+        readiness: Arc<Readiness>,
+    ) -> Admin {
+        let store = Store::new(data_dir);
+        for (name, saved) in store.saved() {
+            let restored = match saved {
+                Ok(entry) => tenancy.deploy(entry).await.map(drop),
+                Err(err) => Err(err),
+            };
+            if let Err(err) = restored {
+                tracing::error!("deployed app `{name}` was not restored: {err:#}");
+                readiness.not_restored(&name);
+            }
+        }
+        Admin {
+            tenancy,
+            store,
+            metrics: None,
+            readiness,
+            changes: Mutex::new(()),
+        }
+    }
+
+    /// Serves `metrics` at `GET /metrics`.
+    pub fn with_metrics(self, metrics: Arc<Metrics>) -> Admin {
+        Admin {
+            metrics: Some(metrics),
+            ..self
+        }
+    }
+
+    /// An authorised request; `max_upload` bounds a deploy's body.
+    async fn respond(&self, request: http::Request<Incoming>, max_upload: u64) -> Response {
         let path = request.uri().path().to_string();
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match (request.method(), segments.as_slice()) {
@@ -141,7 +191,7 @@ impl Admin {
                     return text(StatusCode::BAD_REQUEST, &reason);
                 }
                 if request.method() == Method::PUT {
-                    self.deploy(name, request).await
+                    self.deploy(name, request, max_upload).await
                 } else {
                     self.remove(name).await
                 }
@@ -173,8 +223,13 @@ impl Admin {
         json(StatusCode::OK, &serde_json::Value::from(apps))
     }
 
-    async fn deploy(&self, name: &str, request: http::Request<Incoming>) -> Response {
-        let upload = match upload::read(request, self.settings.max_upload).await {
+    async fn deploy(
+        &self,
+        name: &str,
+        request: http::Request<Incoming>,
+        max_upload: u64,
+    ) -> Response {
+        let upload = match upload::read(request, max_upload).await {
             Ok(upload) => upload,
             Err(upload::Refused(status, message)) => return text(status, &message),
         };
@@ -200,6 +255,7 @@ impl Admin {
         if let Err(err) = self.store.commit(version) {
             return server_error(&err);
         }
+        self.readiness.settled(name);
         tracing::info!("admin: deployed app `{name}` ({digest})");
         let status = if replaces {
             StatusCode::OK
@@ -221,6 +277,7 @@ impl Admin {
         });
         match removed {
             Ok(true) => {
+                self.readiness.settled(name);
                 tracing::info!("admin: removed app `{name}`");
                 empty(StatusCode::NO_CONTENT)
             }
@@ -251,7 +308,7 @@ impl Admin {
 const CONFIG_SOURCE: &str = "config";
 
 /// Serves each connection to the admin address over HTTP/1.1.
-async fn accept(listener: TcpListener, admin: Arc<Admin>) {
+async fn accept(listener: TcpListener, admin: Arc<Endpoint>) {
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,

@@ -114,7 +114,7 @@ impl Store {
 
     /// Every stored app as it was last deployed, by name; an app that cannot be
     /// read is an error of its own.
-    pub fn saved(&self) -> Vec<Result<AppConfig>> {
+    pub fn saved(&self) -> Vec<(String, Result<AppConfig>)> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
@@ -122,7 +122,7 @@ impl Store {
         dirs.sort();
         dirs.iter()
             .filter(|dir| dir.join(CURRENT).is_file())
-            .map(|dir| saved_app(dir))
+            .map(|dir| (dir_name(dir), saved_app(dir)))
             .collect()
     }
 
@@ -131,9 +131,17 @@ impl Store {
     }
 }
 
+/// The name of the app stored in `dir`.
+fn dir_name(dir: &Path) -> String {
+    dir.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// The app stored in `dir`, named after it.
 fn saved_app(dir: &Path) -> Result<AppConfig> {
-    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    let name = dir_name(dir);
     let id = std::fs::read_to_string(dir.join(CURRENT))?;
     let settings = dir.join(format!("{}.toml", id.trim()));
     let config = std::fs::read_to_string(&settings)

@@ -12,7 +12,7 @@ use super::admin_args::AdminArgs;
 use super::config_watch;
 use super::host_args::HostArgs;
 use super::server::{self, Addresses, Started};
-use crate::admin::Admin;
+use crate::admin::{Admin, Endpoint};
 use crate::config::{self, Config};
 use crate::host::{App, Serving, Site, Tenant};
 use crate::metrics::Metrics;
@@ -147,17 +147,23 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
         access_log,
         memory,
         |host| async move {
+            // Bound before the apps load (compiling, pulling): its /healthz answers
+            // while they do, so a liveness probe does not kill a slow start.
+            let endpoint = match admin {
+                Some(settings) => Some(Endpoint::bind(settings, host.readiness.clone()).await?),
+                None => None,
+            };
             // Only the admin API reads the metrics: without it nothing is recorded.
-            let metrics = admin.is_some().then(|| Arc::new(Metrics::new()));
+            let metrics = endpoint.is_some().then(|| Arc::new(Metrics::new()));
             let tenancy =
                 Tenancy::start(host.engine, host.cache, config.apps, metrics.clone()).await?;
             let tenancy = Arc::new(tenancy);
-            if let Some(settings) = admin {
-                let mut admin = Admin::restore(settings, tenancy.clone(), &data_dir).await;
+            if let Some(endpoint) = endpoint {
+                let mut admin = Admin::restore(tenancy.clone(), &data_dir, host.readiness).await;
                 if let Some(metrics) = &metrics {
                     admin = admin.with_metrics(metrics.clone());
                 }
-                admin.start().await?;
+                endpoint.install(admin);
             }
             let site = tenancy.site();
             let count = site.directory().tenants().len();

@@ -10,6 +10,7 @@ use wasmtime::Engine;
 
 use super::host_args::HostArgs;
 use super::vars_args::VarsArgs;
+use crate::admin::Readiness;
 use crate::host::admission::Admission;
 use crate::host::outbound::Outbound;
 use crate::host::{self, ArtifactCache, Limits, PoolConfig, Site};
@@ -28,6 +29,9 @@ pub struct Host {
     pub admission: Arc<Admission>,
     /// The environment variables and config values its guest sees.
     pub vars: VarsArgs,
+    /// How far wedge is (the admin API's `/readyz`): `start` has the apps loaded
+    /// once it returns; the listeners accept and drain around it.
+    pub readiness: Arc<Readiness>,
 }
 
 /// Where to listen, and how to name the TLS address in URLs.
@@ -85,6 +89,7 @@ where
             max_instances: args.max_instances(),
         })?;
         let cache = ArtifactCache::new(data_dir.join("precompiled"));
+        let readiness = Arc::new(Readiness::default());
         let started = start(Host {
             engine,
             cache,
@@ -92,8 +97,10 @@ where
             outbound: args.outbound.to_policy(),
             admission: Arc::new(Admission::new(args.admission())),
             vars: args.vars.clone(),
+            readiness: readiness.clone(),
         })
         .await?;
+        readiness.apps_loaded();
         let key = match addresses.tls {
             Some(_) => Some(certified_key(operator_key, &data_dir)?),
             None => None,
@@ -106,6 +113,9 @@ where
             }),
             _ => None,
         };
+        // Ready before the start-up line: whoever reads the line finds /readyz 200.
+        // Connections arriving before `serve` wait in the listeners' backlog.
+        readiness.listening();
         println!(
             "wedge: serving `{}` on {}",
             started.name,
@@ -117,7 +127,10 @@ where
                 Arc::new(args.h2.to_config()),
                 acceptor,
                 h3,
-                shutdown_signal(),
+                async {
+                    shutdown_signal().await;
+                    readiness.draining();
+                },
                 args.drain_timeout,
             )
             .await?;
