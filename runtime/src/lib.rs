@@ -11,4 +11,5 @@ mod hex;
 pub mod host;
 pub mod metrics;
 pub mod net;
+pub mod oci;
 pub mod tenancy;

@@ -233,15 +233,19 @@ impl Admin {
             Ok(upload) => upload,
             Err(upload::Refused(status, message)) => return text(status, &message),
         };
-        let version = self.store.version(name, &upload.component, &upload.config);
-        let component = self.store.component_path(&version);
-        let entry = match config::parse_app(&upload.config, CONFIG_SOURCE, name, component) {
+        // Without an uploaded component the settings name an oci:// one.
+        let component = upload.component.as_deref();
+        let version = self
+            .store
+            .version(name, component.unwrap_or_default(), &upload.config);
+        let uploaded = component.map(|_| self.store.component_path(&version));
+        let entry = match config::parse_app(&upload.config, CONFIG_SOURCE, name, uploaded) {
             Ok(entry) => entry,
             Err(errors) => return text(StatusCode::BAD_REQUEST, &errors.to_string()),
         };
         let _one_at_a_time = self.changes.lock().await;
         let replaces = self.is_deployed(name).await;
-        let version = match self.store.write(version, &upload.component, &upload.config) {
+        let version = match self.store.write(version, component, &upload.config) {
             Ok(version) => version,
             Err(err) => return server_error(&err),
         };

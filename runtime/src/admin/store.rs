@@ -1,6 +1,7 @@
 //! Deployed apps on disk, so they are back after a restart:
 //! `<data-dir>/apps/<name>/` holds each version as `<version>.wasm` and
-//! `<version>.toml` (its settings), and `current` names the version served.
+//! `<version>.toml` (its settings; no `.wasm` when they name an `oci://`
+//! component), and `current` names the version served.
 //! Every file is written to a temporary name and renamed into place; writing
 //! `current` is the commit, so a crash leaves the previous version or the new
 //! one, never half of one.
@@ -52,18 +53,33 @@ impl Store {
             .join(format!("{}.wasm", version.id))
     }
 
-    /// Writes `version`, made of `component` and `config` (unless it is there already).
-    pub fn write(&self, mut version: Version, component: &[u8], config: &str) -> Result<Version> {
+    /// Writes `version`, made of `component` (if uploaded) and `config` (unless it
+    /// is there already).
+    pub fn write(
+        &self,
+        mut version: Version,
+        component: Option<&[u8]>,
+        config: &str,
+    ) -> Result<Version> {
         let id = &version.id;
         let dir = self.app_dir(&version.name);
         let wasm = self.component_path(&version);
-        version.written = !wasm.is_file();
+        let settings = dir.join(format!("{id}.toml"));
+        // The file written last marks a whole version.
+        let last = if component.is_some() {
+            &wasm
+        } else {
+            &settings
+        };
+        version.written = !last.is_file();
         if version.written {
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
             sync_dir(&self.dir).with_context(|| format!("cannot sync {}", self.dir.display()))?;
-            write_atomically(&dir.join(format!("{id}.toml")), config.as_bytes())?;
-            write_atomically(&wasm, component)?;
+            write_atomically(&settings, config.as_bytes())?;
+            if let Some(component) = component {
+                write_atomically(&wasm, component)?;
+            }
         }
         Ok(version)
     }
@@ -146,7 +162,8 @@ fn saved_app(dir: &Path) -> Result<AppConfig> {
     let settings = dir.join(format!("{}.toml", id.trim()));
     let config = std::fs::read_to_string(&settings)
         .with_context(|| format!("cannot read {}", settings.display()))?;
-    let component = dir.join(format!("{}.wasm", id.trim()));
+    // No file: the settings name an oci:// component.
+    let component = Some(dir.join(format!("{}.wasm", id.trim()))).filter(|path| path.is_file());
     let source = settings.display().to_string();
     config::parse_app(&config, &source, &name, component).map_err(|errors| {
         let lines: Vec<String> = errors.to_string().lines().map(str::to_string).collect();

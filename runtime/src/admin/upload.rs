@@ -1,8 +1,9 @@
 //! What `PUT /apps/{name}` carries: a `multipart/form-data` body (as `curl -F`
 //! sends) with a `component` part (the .wasm) and an optional `config` part (the
-//! app's settings as TOML, the keys of an `[[app]]` table but `name` and
-//! `component`). Both sides are here: the server reads the form, `wedge deploy`
-//! writes it.
+//! app's settings as TOML, the keys of an `[[app]]` table but `name`); without a
+//! `component` part, the settings name an `oci://` component
+//! (`component = "oci://…"`). Both sides are here: the server reads the form,
+//! `wedge deploy` writes it.
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -18,7 +19,8 @@ pub const CONFIG: &str = "config";
 
 /// A deploy's component and settings.
 pub struct Upload {
-    pub component: Bytes,
+    /// `None` when the form had no `component` part: the settings name one.
+    pub component: Option<Bytes>,
     /// Empty when the form had no `config` part: defaults and no routes.
     pub config: String,
 }
@@ -61,8 +63,6 @@ pub async fn read(request: http::Request<Incoming>, max: u64) -> Result<Upload, 
             return Err(bad_request(format!("the form has two `{name}` parts")));
         }
     }
-    let component =
-        component.ok_or_else(|| bad_request(format!("the form has no `{COMPONENT}` part")))?;
     let config = String::from_utf8(config.unwrap_or_default().to_vec())
         .map_err(|_| bad_request(format!("the `{CONFIG}` part is not UTF-8 text")))?;
     Ok(Upload { component, config })
@@ -86,20 +86,21 @@ fn refused(err: multer::Error) -> Refused {
     }
 }
 
-/// The form for `component` and `config`: its `Content-Type` and its bytes.
-pub fn form(component: &[u8], config: &str) -> (String, Bytes) {
+/// The form for `component` (none: the settings name an `oci://` one) and
+/// `config`: its `Content-Type` and its bytes.
+pub fn form(component: Option<&[u8]>, config: &str) -> (String, Bytes) {
     // Derived from the contents, so it cannot be (short of a SHA-256 fixed
     // point) a line of them.
     let digest = Sha256::new()
-        .chain_update(component)
+        .chain_update(component.unwrap_or_default())
         .chain_update(config)
         .finalize();
     let boundary = crate::hex::hex(&digest);
-    let mut body = Vec::with_capacity(component.len() + config.len() + 512);
-    let parts = [
-        (CONFIG, "app.toml", "application/toml", config.as_bytes()),
-        (COMPONENT, "app.wasm", "application/wasm", component),
-    ];
+    let mut body = Vec::with_capacity(component.map_or(0, <[u8]>::len) + config.len() + 512);
+    let mut parts = vec![(CONFIG, "app.toml", "application/toml", config.as_bytes())];
+    if let Some(component) = component {
+        parts.push((COMPONENT, "app.wasm", "application/wasm", component));
+    }
     for (name, file, media, bytes) in parts {
         body.extend_from_slice(
             format!(

@@ -18,7 +18,8 @@ pub struct DeployArgs {
     /// The app's name: lowercase letters, digits, `-` and `_`, starting with a letter.
     name: String,
 
-    /// The component (.wasm).
+    /// The component (.wasm), or an `oci://REGISTRY/REPOSITORY:TAG` (or
+    /// `@sha256:…`) reference the server pulls.
     component: PathBuf,
 
     /// The admin API, e.g. http://127.0.0.1:9000.
@@ -43,21 +44,39 @@ pub fn run(args: DeployArgs) -> Result<()> {
     // The name goes into the URL as is: `api?x` would deploy `api`.
     crate::config::check_app_name(&args.name).map_err(|reason| anyhow!(reason))?;
     let token = admin::secret(args.token_file.as_deref())?;
-    let component = std::fs::read(&args.component)
-        .with_context(|| format!("cannot read {}", args.component.display()))?;
-    let config = match &args.config {
+    let reference = args
+        .component
+        .to_str()
+        .filter(|text| text.starts_with(crate::oci::SCHEME))
+        .map(|text| crate::oci::Reference::parse(text).map_err(|why| anyhow!(why)))
+        .transpose()?;
+    let component = match &reference {
+        Some(_) => None,
+        None => Some(
+            std::fs::read(&args.component)
+                .with_context(|| format!("cannot read {}", args.component.display()))?,
+        ),
+    };
+    let mut config = match &args.config {
         Some(path) => std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?,
         // A JSON list of strings is also a TOML array of basic strings.
         None if !args.routes.is_empty() => format!("routes = {}\n", serde_json::json!(args.routes)),
         None => String::new(),
     };
+    if let Some(reference) = reference {
+        // A JSON string is also a TOML basic string.
+        config.insert_str(
+            0,
+            &format!("component = {}\n", serde_json::json!(reference.to_string())),
+        );
+    }
     let url = format!("{}/apps/{}", args.admin.trim_end_matches('/'), args.name);
     let uri: http::Uri = url.parse().map_err(|_| anyhow!("`{url}` is not a URL"))?;
     if uri.scheme_str() != Some("http") {
         bail!("--admin must be an http:// URL, not `{}`", args.admin);
     }
-    let (content_type, body) = upload::form(&component, &config);
+    let (content_type, body) = upload::form(component.as_deref(), &config);
     let request = Request::put(uri)
         .header(header::AUTHORIZATION, format!("Bearer {token}"))
         .header(header::CONTENT_TYPE, content_type)

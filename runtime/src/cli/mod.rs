@@ -10,8 +10,11 @@ mod h3_args;
 mod host_args;
 mod new;
 mod outbound_args;
+mod push;
+mod registry_args;
 mod serve;
 mod server;
+mod target;
 mod vars_args;
 
 use std::path::PathBuf;
@@ -45,6 +48,8 @@ enum Command {
     New(new::NewArgs),
     /// Deploy (or replace) an app on a running wedge through its admin API.
     Deploy(deploy::DeployArgs),
+    /// Push a component to an OCI registry; prints its digest.
+    Push(push::PushArgs),
 }
 
 /// Runs the command line and maps every failure to one line on stderr.
@@ -59,6 +64,7 @@ pub fn main() -> ExitCode {
         Command::Dev(args) => dev::run(*args),
         Command::New(args) => new::run(args),
         Command::Deploy(args) => deploy::run(args),
+        Command::Push(args) => push::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,7 +11,9 @@ use clap::Args;
 use super::admin_args::AdminArgs;
 use super::config_watch;
 use super::host_args::HostArgs;
+use super::registry_args::RegistryArgs;
 use super::server::{self, Addresses, Started};
+use super::target::Target;
 use crate::admin::{Admin, Endpoint};
 use crate::config::{self, Config};
 use crate::host::{App, Serving, Site, Tenant};
@@ -21,7 +23,8 @@ use crate::tenancy::Tenancy;
 
 #[derive(Args)]
 pub struct ServeArgs {
-    /// A component (.wasm) or a directory holding a guest crate.
+    /// A component (.wasm), a directory holding a guest crate, or an
+    /// `oci://REGISTRY/REPOSITORY:TAG` (or `@sha256:…`) reference to pull.
     #[arg(required_unless_present = "config_file")]
     target: Option<PathBuf>,
 
@@ -57,6 +60,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     admin: AdminArgs,
+
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -74,9 +80,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
 
 /// The zero-config case: one app answering every request.
 fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<()> {
-    let (name, wasm_path) = resolve_target(target)?;
-    let wasm = std::fs::read(&wasm_path)
-        .with_context(|| format!("cannot read {}", wasm_path.display()))?;
+    let target = Target::resolve(target)?;
+    let registry = args.registry.registry(&args.host.data_dir());
     let addresses = Addresses {
         plain: Some(args.listen),
         tls: (!args.no_tls).then_some(args.tls_listen),
@@ -90,6 +95,7 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
         access_log,
         memory,
         |host| async move {
+            let (name, wasm, origin) = target.component(&registry).await?;
             // Compiling is CPU-bound and can take seconds for big components.
             let app = tokio::task::spawn_blocking(move || {
                 App::load(&host.engine, &host.cache, &name, &wasm, host.limits).map(|app| {
@@ -101,7 +107,7 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
             })
             .await
             .context("loading the component")?
-            .with_context(|| format!("{}", wasm_path.display()))?;
+            .with_context(|| origin)?;
             let name = app.name().to_string();
             let tenant = Tenant::new(&name, Serving::App(Arc::new(app)));
             Ok(Started {
@@ -135,6 +141,7 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
     let listeners = (config.listen, config.tls.as_ref().map(|tls| tls.listen));
     let admin = args.admin.settings(config.admin.as_ref())?;
     let data_dir = args.host.data_dir();
+    let registry = args.registry.registry(&data_dir);
     // The instance pool holds the largest memory any configured app is given.
     let memory = config
         .apps
@@ -155,8 +162,14 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
             };
             // Only the admin API reads the metrics: without it nothing is recorded.
             let metrics = endpoint.is_some().then(|| Arc::new(Metrics::new()));
-            let tenancy =
-                Tenancy::start(host.engine, host.cache, config.apps, metrics.clone()).await?;
+            let tenancy = Tenancy::start(
+                host.engine,
+                host.cache,
+                registry,
+                config.apps,
+                metrics.clone(),
+            )
+            .await?;
             let tenancy = Arc::new(tenancy);
             if let Some(endpoint) = endpoint {
                 let mut admin = Admin::restore(tenancy.clone(), &data_dir, host.readiness).await;
@@ -183,21 +196,4 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
             })
         },
     )
-}
-
-/// Resolves TARGET to an app name and a component file, building a guest
-/// crate directory first.
-fn resolve_target(target: &Path) -> Result<(String, PathBuf)> {
-    if target.is_dir() {
-        let built = super::guest_build::build(target)?;
-        return Ok((built.name, built.wasm));
-    }
-    if !target.exists() {
-        bail!("{} does not exist", target.display());
-    }
-    let name = target
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "app".into());
-    Ok((name, target.to_path_buf()))
 }

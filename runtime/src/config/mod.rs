@@ -19,7 +19,7 @@ use toml::de::DeTable;
 pub use errors::{ConfigError, ConfigErrors};
 use parse::{Files, Paths};
 use reader::Doc;
-pub use schema::{AdminConfig, AppConfig, Config, PemFiles, TlsConfig};
+pub use schema::{AdminConfig, AppConfig, ComponentSource, Config, PemFiles, TlsConfig};
 
 /// Reads and checks the config at `path`; the files it names (components,
 /// TLS material, the admin token) must exist. Relative paths in it are
@@ -54,18 +54,19 @@ fn read(text: &str, path: &Path, files: Files) -> Result<Config, ConfigErrors> {
     })
 }
 
-/// The app `name` deployed through the admin API, serving `component`, with
-/// the settings in `text`: the keys of an `[[app]]` table but `name` and
-/// `component`. `source` names the text in messages. Its routes may still
-/// clash with other apps'; that is the host's to refuse.
+/// The app `name` deployed through the admin API, with the settings in `text`:
+/// the keys of an `[[app]]` table but `name`. It serves `uploaded` (the component
+/// file the deploy carried) or, without one, the `oci://` reference `text` gives
+/// as `component` (exactly one of the two). `source` names the text in messages.
+/// Its routes may still clash with other apps'; that is the host's to refuse.
 pub fn parse_app(
     text: &str,
     source: &str,
     name: &str,
-    component: PathBuf,
+    uploaded: Option<PathBuf>,
 ) -> Result<AppConfig, ConfigErrors> {
     checked(text, source.to_string(), |doc, root| {
-        parse::deployed_app(doc, root, name, component)
+        parse::deployed_app(doc, root, name, uploaded)
     })
 }
 

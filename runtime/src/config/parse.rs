@@ -10,10 +10,11 @@ use std::time::Duration;
 use toml::de::DeTable;
 
 use super::reader::{Doc, Field, Table};
-use super::schema::{AdminConfig, AppConfig, Config, PemFiles, TlsConfig};
+use super::schema::{AdminConfig, AppConfig, ComponentSource, Config, PemFiles, TlsConfig};
 use crate::host::admission::AdmissionLimits;
 use crate::host::outbound::{HostPattern, Outbound};
 use crate::host::{Limits, Route, RouteTable};
+use crate::oci::{Reference, SCHEME};
 
 /// Longest app name: it ends up in URLs, file names and metric labels.
 const MAX_NAME: usize = 63;
@@ -135,6 +136,16 @@ fn file(doc: &mut Doc, field: &Field, paths: &Paths) -> Option<PathBuf> {
     Some(path)
 }
 
+/// A component: an `oci://` reference, else a file.
+fn component(doc: &mut Doc, field: &Field, paths: &Paths) -> Option<ComponentSource> {
+    match field.str(doc)? {
+        text if text.starts_with(SCHEME) => {
+            field.parse(doc, Reference::parse).map(ComponentSource::Oci)
+        }
+        _ => file(doc, field, paths).map(ComponentSource::File),
+    }
+}
+
 /// Where a route was claimed, to name both claims of a duplicate.
 #[derive(Clone)]
 struct RouteSite {
@@ -198,7 +209,7 @@ fn app(
     });
     let component = table
         .required(doc, "component")
-        .and_then(|field| file(doc, &field, paths));
+        .and_then(|field| component(doc, &field, paths));
     let settings = settings(doc, table);
     Some(settings.into_app(name?, component?))
 }
@@ -240,7 +251,7 @@ fn settings(doc: &mut Doc, mut table: Table) -> Settings {
 
 impl Settings {
     /// The app, and where each of its routes was written.
-    fn into_app(self, name: String, component: PathBuf) -> (AppConfig, Vec<RouteSite>) {
+    fn into_app(self, name: String, component: ComponentSource) -> (AppConfig, Vec<RouteSite>) {
         let (routes, sites) = self
             .routes
             .into_iter()
@@ -263,15 +274,51 @@ impl Settings {
     }
 }
 
-/// A deployed app named `name` serving `component`, whose settings are the
-/// whole of `root`.
+/// A deployed app named `name`, whose settings are the whole of `root`, serving
+/// `uploaded` or else the `oci://` reference `root` names as `component`.
 pub(super) fn deployed_app(
     doc: &mut Doc,
     root: &DeTable,
     name: &str,
-    component: PathBuf,
+    uploaded: Option<PathBuf>,
 ) -> AppConfig {
-    let settings = settings(doc, Table::new(String::new(), 0..0, root));
+    let mut table = Table::new(String::new(), 0..0, root);
+    let named = table.take("component");
+    let component = match (uploaded, named) {
+        (Some(path), None) => ComponentSource::File(path),
+        (None, Some(field)) => match field.str(doc) {
+            Some(text) if text.starts_with(SCHEME) => field
+                .parse(doc, Reference::parse)
+                .map(ComponentSource::Oci)
+                .unwrap_or(ComponentSource::File(PathBuf::new())),
+            Some(_) => {
+                field.error(
+                    doc,
+                    format!(
+                        "a deployed app's component is uploaded (the form's `component` \
+                         part) or an `{SCHEME}` reference, not a path on the server"
+                    ),
+                );
+                ComponentSource::File(PathBuf::new())
+            }
+            None => ComponentSource::File(PathBuf::new()),
+        },
+        (Some(path), Some(field)) => {
+            field.error(
+                doc,
+                "the deploy also uploads a component: give one or the other",
+            );
+            ComponentSource::File(path)
+        }
+        (None, None) => {
+            doc.error_in_file(&format!(
+                "no component: upload one (the form's `component` part) or set \
+                 `component = \"{SCHEME}REGISTRY/REPOSITORY:TAG\"`"
+            ));
+            ComponentSource::File(PathBuf::new())
+        }
+    };
+    let settings = settings(doc, table);
     let name = app_name(name).unwrap_or_else(|message| {
         doc.error_in_file(&message);
         String::new()

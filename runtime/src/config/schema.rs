@@ -1,12 +1,14 @@
 //! The typed `wedge.toml`: what `load` hands the server once every key checked out.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::host::admission::AdmissionLimits;
 use crate::host::outbound::Outbound;
 use crate::host::{Limits, Route};
+use crate::oci::Reference;
 
 /// A whole `wedge.toml`. Paths in it are resolved against the file's directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,13 +49,32 @@ pub struct AdminConfig {
     pub token_file: Option<PathBuf>,
 }
 
+/// Where an app's component comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ComponentSource {
+    /// A .wasm file on this machine.
+    File(PathBuf),
+    /// A component in an OCI registry, pulled (and cached) when the app is loaded.
+    Oci(Reference),
+}
+
+impl fmt::Display for ComponentSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ComponentSource::File(path) => write!(f, "{}", path.display()),
+            ComponentSource::Oci(reference) => write!(f, "{reference}"),
+        }
+    }
+}
+
 /// One `[[app]]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppConfig {
     /// Unique, lowercase letters, digits, `-` and `_`, starting with a letter.
     pub name: String,
-    /// The component (.wasm), resolved against the config file's directory.
-    pub component: PathBuf,
+    /// The component: a .wasm file (resolved against the config file's
+    /// directory) or an `oci://` reference.
+    pub component: ComponentSource,
     /// Where its requests come from; may be empty (an app reachable by no route).
     pub routes: Vec<Route>,
     /// `[app.limits]` memory, cpu_time, wall_time, max_body.

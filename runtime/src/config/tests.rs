@@ -80,7 +80,7 @@ MODE = "prod"
     );
     let app = AppConfig {
         name: "api-v2".into(),
-        component: base.join("apps/api.wasm"),
+        component: ComponentSource::File(base.join("apps/api.wasm")),
         routes: routes(&["api.example.com/", "*.example.com/v2"]),
         limits: Limits {
             memory: 64 * 1024 * 1024,
@@ -420,7 +420,7 @@ fn load_resolves_paths_against_the_config_directory_and_checks_files() {
     );
     let path = dir.write("wedge.toml", &config);
     let loaded = load(&path).unwrap_or_else(|errors| panic!("{errors}"));
-    assert_eq!(loaded.apps[0].component, wasm);
+    assert_eq!(loaded.apps[0].component, ComponentSource::File(wasm));
     let pem = loaded.tls.unwrap().pem.unwrap();
     assert_eq!((pem.cert, pem.key), (dir.0.join("cert.pem"), absolute));
 
@@ -448,11 +448,8 @@ fn the_sample_config_is_accepted_and_shows_the_defaults() {
     let names: Vec<&str> = config.apps.iter().map(|app| app.name.as_str()).collect();
     assert_eq!(names, ["hello", "echo"]);
     let hello = &config.apps[0];
-    assert!(
-        hello
-            .component
-            .ends_with("examples/target/wasm32-wasip2/release/hello.wasm")
-    );
+    assert!(matches!(&hello.component, ComponentSource::File(path)
+        if path.ends_with("examples/target/wasm32-wasip2/release/hello.wasm")));
     // Its comment says the limits shown are the defaults.
     assert_eq!(hello.limits, Limits::default());
     assert_eq!(hello.admission, AdmissionLimits::default());
@@ -469,20 +466,23 @@ fn the_sample_config_is_accepted_and_shows_the_defaults() {
 fn a_deployed_apps_settings_read_like_an_app_table_without_name_and_component() {
     let text = "routes = [\"/a\", \"a.example.com/\"]\noutbound = [\"api.example.com\"]\n\
                 [limits]\nmax_concurrent = 3\n[env]\nMODE = \"x\"\n";
-    let app = parse_app(text, "config", "api", PathBuf::from("/data/a.wasm")).unwrap();
+    let app = parse_app(text, "config", "api", Some(PathBuf::from("/data/a.wasm"))).unwrap();
     assert_eq!(app.name, "api");
-    assert_eq!(app.component, PathBuf::from("/data/a.wasm"));
+    assert_eq!(
+        app.component,
+        ComponentSource::File(PathBuf::from("/data/a.wasm"))
+    );
     assert_eq!(app.routes, routes(&["/a", "a.example.com/"]));
     assert_eq!(app.admission.max_concurrent, 3);
     assert_eq!(app.env["MODE"], "x");
-    let empty = parse_app("", "config", "api", PathBuf::from("a.wasm")).unwrap();
+    let empty = parse_app("", "config", "api", Some(PathBuf::from("a.wasm"))).unwrap();
     assert!(empty.routes.is_empty());
 }
 
 #[test]
 fn a_deployed_apps_settings_are_checked_like_an_app_table() {
     let errors = |text: &str, name: &str| {
-        let errors = parse_app(text, "config", name, PathBuf::from("a.wasm")).unwrap_err();
+        let errors = parse_app(text, "config", name, Some(PathBuf::from("a.wasm"))).unwrap_err();
         errors.to_string()
     };
     assert_eq!(
@@ -494,7 +494,65 @@ fn a_deployed_apps_settings_are_checked_like_an_app_table() {
         text.starts_with("config:1: name: unknown key `name`"),
         "{text}"
     );
-    assert!(text.contains("config:2: component: unknown key"), "{text}");
+    assert!(
+        text.contains("config:2: component: the deploy also uploads a component"),
+        "{text}"
+    );
     assert!(errors("", "Api").contains("`Api` is not an app name"));
     assert!(errors("routes = [", "api").starts_with("config:1:"));
+}
+
+#[test]
+fn a_component_may_be_an_oci_reference() {
+    let config = parse_ok(
+        "listen = \"127.0.0.1:8080\"\n[[app]]\nname = \"a\"\n\
+         component = \"oci://ghcr.io/acme/hello:v1\"\n",
+    );
+    let reference = crate::oci::Reference::parse("oci://ghcr.io/acme/hello:v1").unwrap();
+    assert_eq!(config.apps[0].component, ComponentSource::Oci(reference));
+    // A reference is not a file: `load` does not look for one.
+    let bad = errors(
+        "listen = \"127.0.0.1:8080\"\n[[app]]\nname = \"a\"\ncomponent = \"oci://ghcr.io/Hello\"\n",
+    );
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(
+        bad[0].starts_with(
+            "wedge.toml:4: app[0].component: `oci://ghcr.io/Hello` is not an OCI reference"
+        ),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn a_deployed_app_names_an_oci_reference_or_uploads_a_file() {
+    let app = parse_app(
+        "component = \"oci://127.0.0.1:5000/hello@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\"\nroutes = [\"/\"]\n",
+        "config",
+        "hello",
+        None,
+    )
+    .unwrap();
+    assert!(
+        matches!(app.component, ComponentSource::Oci(ref r) if r.registry() == "127.0.0.1:5000")
+    );
+    let errors = |text: &str| {
+        parse_app(text, "config", "api", None)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(
+        errors("").contains("config: no component: upload one"),
+        "{}",
+        errors("")
+    );
+    let path = errors("component = \"/etc/passwd\"\n");
+    assert!(
+        path.contains("config:1: component: a deployed app's component is uploaded"),
+        "{path}"
+    );
+    let malformed = errors("component = \"oci://x\"\n");
+    assert!(
+        malformed.contains("`oci://x` is not an OCI reference"),
+        "{malformed}"
+    );
 }

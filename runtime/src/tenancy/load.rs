@@ -9,10 +9,11 @@ use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 
-use crate::config::AppConfig;
+use crate::config::{AppConfig, ComponentSource};
 use crate::host::admission::Admission;
 use crate::host::{App, ArtifactCache, Directory, Serving, Tenant};
 use crate::metrics::Metrics;
+use crate::oci::Registry;
 
 /// What each tenant of a load was made from, to recognise unchanged apps next time.
 pub struct Loaded {
@@ -45,10 +46,12 @@ impl Loaded {
 
 /// Loads `apps` (compiling on blocking threads) into a directory; apps unchanged
 /// since `previous` are taken over as they are (with `reread`, only if their
-/// component's bytes did not change either). Errors name the app and its component.
+/// component's bytes did not change either: a file is read again, a tag resolved
+/// again). Errors name the app and its component.
 pub async fn load_site(
     engine: &Engine,
     cache: &ArtifactCache,
+    registry: &Registry,
     apps: &[AppConfig],
     previous: Option<&Loaded>,
     reread: bool,
@@ -66,13 +69,7 @@ pub async fn load_site(
             sources.insert(entry.name.clone(), source.clone());
             continue;
         }
-        let wasm = std::fs::read(&entry.component).with_context(|| {
-            format!(
-                "app `{}`: cannot read {}",
-                entry.name,
-                entry.component.display()
-            )
-        })?;
+        let wasm = read_component(registry, entry).await?;
         let digest: [u8; 32] = Sha256::digest(&wasm).into();
         let unchanged = before.filter(|s| s.digest == digest && s.entry == *entry);
         let tenant = match unchanged {
@@ -110,6 +107,21 @@ pub async fn load_site(
     Ok((directory, Loaded { sources }))
 }
 
+/// The bytes of `entry`'s component: its file, or what its OCI reference resolves
+/// to now (pulled, or from the cache when pinned by digest).
+async fn read_component(registry: &Registry, entry: &AppConfig) -> Result<Vec<u8>> {
+    match &entry.component {
+        ComponentSource::File(path) => std::fs::read(path)
+            .with_context(|| format!("app `{}`: cannot read {}", entry.name, path.display())),
+        ComponentSource::Oci(reference) => {
+            let pulled = registry.fetch(&entry.name, reference).await;
+            Ok(pulled
+                .with_context(|| format!("app `{}`", entry.name))?
+                .wasm)
+        }
+    }
+}
+
 /// Compiles (or takes from the cache) one app's component with its entry's limits,
 /// admission and outbound policy.
 async fn load_app(
@@ -122,7 +134,7 @@ async fn load_app(
     let (engine, cache, entry) = (engine.clone(), cache.clone(), entry.clone());
     tokio::task::spawn_blocking(move || {
         let app = App::load(&engine, &cache, &entry.name, &wasm, entry.limits.clone())
-            .with_context(|| format!("app `{}`: {}", entry.name, entry.component.display()))?;
+            .with_context(|| format!("app `{}`: {}", entry.name, entry.component))?;
         Ok(app
             .with_outbound(entry.outbound.clone())
             .with_admission(

@@ -16,6 +16,7 @@ use wasmtime::Engine;
 use crate::config::AppConfig;
 use crate::host::{ArtifactCache, Site};
 use crate::metrics::Metrics;
+use crate::oci::Registry;
 use load::Loaded;
 
 /// The apps served, where they came from, and the site they are served through.
@@ -23,6 +24,8 @@ pub struct Tenancy {
     site: Arc<Site>,
     engine: Engine,
     cache: ArtifactCache,
+    /// Where `oci://` components are pulled from (and cached).
+    registry: Arc<Registry>,
     /// Where loaded apps count their requests (when the metrics are on).
     metrics: Option<Arc<Metrics>>,
     /// Changes are made one at a time.
@@ -57,15 +60,18 @@ impl Tenancy {
     pub async fn start(
         engine: Engine,
         cache: ArtifactCache,
+        registry: Arc<Registry>,
         apps: Vec<AppConfig>,
         metrics: Option<Arc<Metrics>>,
     ) -> Result<Tenancy> {
+        let metrics_ref = metrics.as_deref();
         let (directory, loaded) =
-            load::load_site(&engine, &cache, &apps, None, true, metrics.as_deref()).await?;
+            load::load_site(&engine, &cache, &registry, &apps, None, true, metrics_ref).await?;
         Ok(Tenancy {
             site: Arc::new(Site::new(directory)),
             engine,
             cache,
+            registry,
             metrics,
             state: Mutex::new(State {
                 configured: apps,
@@ -143,6 +149,7 @@ impl Tenancy {
         let (directory, loaded) = load::load_site(
             &self.engine,
             &self.cache,
+            &self.registry,
             &apps,
             Some(&state.loaded),
             reread,

@@ -1,0 +1,88 @@
+//! `wedge push COMPONENT REFERENCE`: checks that COMPONENT is a component wedge can
+//! serve, pushes it to an OCI registry as a wasm artifact (the layout `wkg oci push`
+//! writes) and prints the manifest's digest, to pin the reference with.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use wasmtime::component::Component;
+
+use super::registry_args::RegistryArgs;
+use crate::host::{self, App, ArtifactCache, Limits, PoolConfig};
+use crate::oci::{ComponentInfo, Reference};
+
+#[derive(Args)]
+pub struct PushArgs {
+    /// The component (.wasm).
+    component: PathBuf,
+
+    /// Where to push it: `[oci://]REGISTRY/REPOSITORY:TAG`.
+    reference: String,
+
+    /// Where wedge keeps its data (the check compiles the component, and keeps
+    /// the result for `wedge serve`).
+    #[arg(long, env = "WEDGE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+pub fn run(args: PushArgs) -> Result<()> {
+    let reference = Reference::parse_lenient(&args.reference).map_err(|why| anyhow!(why))?;
+    if reference.digest().is_some() {
+        bail!(
+            "push to a tag, not a digest (`{reference}`): the digest is what the push gives back"
+        );
+    }
+    let path = &args.component;
+    let wasm = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let data_dir = args
+        .data_dir
+        .clone()
+        .unwrap_or_else(super::default_data_dir);
+    let name = path
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "component".into());
+    let cache = ArtifactCache::new(data_dir.join("precompiled"));
+    let info = check(&name, &wasm, &cache).with_context(|| path.display().to_string())?;
+    let registry = args.registry.registry(&data_dir);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let digest = runtime
+        .block_on(registry.push(&reference, wasm, &info))
+        .with_context(|| format!("pushing {} to {reference}", path.display()))?;
+    tracing::info!("pushed {} as {}", path.display(), reference.pinned(digest));
+    println!("{digest}");
+    Ok(())
+}
+
+/// Loads `wasm` as `wedge serve` would (a component exporting
+/// `wasi:http/incoming-handler`, importing only what wedge provides) and names
+/// its imports and exports for the artifact's config.
+fn check(name: &str, wasm: &[u8], cache: &ArtifactCache) -> Result<ComponentInfo> {
+    let engine = host::build_engine(&PoolConfig {
+        max_instances: 1,
+        ..PoolConfig::default()
+    })?;
+    App::load(&engine, cache, name, wasm, Limits::default())?;
+    // Loaded from the precompiled cache App::load just filled, when it is on.
+    let component = match cache.load(&engine, wasm) {
+        Some(component) => component,
+        None => Component::new(&engine, wasm)?,
+    };
+    let ty = component.component_type();
+    let names = |items: &mut dyn Iterator<Item = String>| {
+        let mut names: Vec<String> = items.collect();
+        names.sort();
+        names
+    };
+    Ok(ComponentInfo {
+        exports: names(&mut ty.exports(&engine).map(|(name, _)| name.to_string())),
+        imports: names(&mut ty.imports(&engine).map(|(name, _)| name.to_string())),
+    })
+}
