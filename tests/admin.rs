@@ -249,10 +249,15 @@ fn what_does_not_load_gets_400_and_the_old_version_keeps_serving() {
     let (status, body) = admin.deploy("Bad.Name", &example("hello"), "");
     assert_eq!(status, 400);
     assert!(body.contains("is not an app name"), "{body}");
-    // A form without a component.
+    // A form without a component, whose settings name none either.
     let (status, body) = admin.request(
         Some(TOKEN),
-        &["--request", "PUT", "--form", "config=x"],
+        &[
+            "--request",
+            "PUT",
+            "--form-string",
+            "config=routes = [\"/x\"]",
+        ],
         "/apps/hi",
     );
     assert_eq!(status, 400);

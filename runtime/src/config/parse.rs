@@ -312,8 +312,8 @@ pub(super) fn deployed_app(
         }
         (None, None) => {
             doc.error_in_file(&format!(
-                "no component: upload one (the form's `component` part) or set \
-                 `component = \"{SCHEME}REGISTRY/REPOSITORY:TAG\"`"
+                "no component: the form has no `component` part (the .wasm) and the \
+                 settings no `component = \"{SCHEME}REGISTRY/REPOSITORY:TAG\"`"
             ));
             ComponentSource::File(PathBuf::new())
         }

@@ -541,7 +541,7 @@ fn a_deployed_app_names_an_oci_reference_or_uploads_a_file() {
             .to_string()
     };
     assert!(
-        errors("").contains("config: no component: upload one"),
+        errors("").contains("config: no component: the form has no `component` part"),
         "{}",
         errors("")
     );
