@@ -55,12 +55,13 @@ fn a_core_module_is_refused_with_a_hint() {
 }
 
 #[test]
-fn a_component_of_the_wrong_world_names_what_it_exports() {
+fn a_component_of_neither_world_names_both_and_what_it_exports() {
     // The smallest valid component: a header and no sections, so no exports.
     let path = file_with("empty.wasm", b"\0asm\x0d\0\x01\0");
     fails_with(
         &["serve", &path],
-        "does not export `wasi:http/incoming-handler@0.2.x` (it exports: nothing)",
+        "exports neither `wasi:http/incoming-handler@0.2.x` nor `wasi:http/handler@0.3.x` \
+         (it exports: nothing)",
     );
 }
 

@@ -6,9 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use h2_support::raw::Raw;
-use h2_support::{TestServer, app, get, post, read_body, send_body};
+use h2_support::{TestServer, app, fill_one_window, get, post, read_body, send_body};
 use support::{Server, example, pattern, sha256};
 use tokio::net::TcpStream;
 use wedge::net::h2::H2Config;
@@ -103,21 +102,6 @@ async fn futures_poll_once<F: std::future::Future + Unpin>(future: &mut F) -> Op
         })
     })
     .await
-}
-
-/// Sends on `upload` until the server stops granting credit at exactly one window.
-async fn fill_one_window(upload: &mut h2::SendStream<Bytes>) {
-    upload.reserve_capacity(1024 * 1024);
-    let mut granted = 0;
-    while granted < 65_535 {
-        let n = std::future::poll_fn(|cx| upload.poll_capacity(cx))
-            .await
-            .unwrap()
-            .unwrap();
-        upload.send_data(Bytes::from(vec![0u8; n]), false).unwrap();
-        granted += n;
-    }
-    assert_eq!(granted, 65_535, "exactly one stream window");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

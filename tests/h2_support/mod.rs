@@ -153,3 +153,18 @@ pub async fn send_body(send: &mut h2::SendStream<Bytes>, body: &[u8]) {
     }
     send.send_data(Bytes::new(), true).unwrap();
 }
+
+/// Sends on `upload` until the server stops granting credit at exactly one window.
+pub async fn fill_one_window(upload: &mut h2::SendStream<Bytes>) {
+    upload.reserve_capacity(1024 * 1024);
+    let mut granted = 0;
+    while granted < 65_535 {
+        let n = std::future::poll_fn(|cx| upload.poll_capacity(cx))
+            .await
+            .unwrap()
+            .unwrap();
+        upload.send_data(Bytes::from(vec![0u8; n]), false).unwrap();
+        granted += n;
+    }
+    assert_eq!(granted, 65_535, "exactly one stream window");
+}

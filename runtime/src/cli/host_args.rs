@@ -13,7 +13,7 @@ use super::outbound_args::OutboundArgs;
 use super::vars_args::VarsArgs;
 use crate::host::Limits;
 use crate::host::admission::{self, AdmissionLimits};
-use crate::host::limits::parse_size;
+use crate::host::limits::{self, Reuse, parse_size};
 
 #[derive(Args)]
 pub struct HostArgs {
@@ -55,6 +55,21 @@ pub struct HostArgs {
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     queue_timeout: Duration,
 
+    /// Requests one instance serves before it is replaced [default: 1 for a p2
+    /// component (a fresh instance per request), 128 for p3]. Above 1, an
+    /// instance's memory carries over between requests of the app.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    instance_reuse: Option<u32>,
+
+    /// Requests one p3 instance serves at once (p2 instances serve one at a time).
+    #[arg(long, default_value_t = limits::DEFAULT_INSTANCE_CONCURRENCY,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    instance_concurrency: u32,
+
+    /// How long a reused instance waits idle for its next request before it is dropped.
+    #[arg(long, default_value = "1s", value_parser = parse_positive_duration)]
+    instance_idle: Duration,
+
     /// Instances alive at once across all apps (the instance pool's size); a
     /// request finding the pool full gets 503 with Retry-After.
     #[arg(long, default_value_t = crate::host::PoolConfig::default().max_instances,
@@ -89,6 +104,11 @@ impl HostArgs {
             cpu_time: self.cpu_time,
             wall_time: self.wall_time,
             max_body: self.max_body,
+            reuse: Reuse {
+                requests: self.instance_reuse,
+                concurrency: self.instance_concurrency,
+                idle: self.instance_idle,
+            },
         }
     }
 
@@ -113,5 +133,14 @@ impl HostArgs {
         self.data_dir
             .clone()
             .unwrap_or_else(super::default_data_dir)
+    }
+}
+
+/// A duration above zero: an idle timeout of zero would drop every instance at once.
+fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(duration) if duration.is_zero() => Err("must be more than zero".into()),
+        Ok(duration) => Ok(duration),
+        Err(err) => Err(err.to_string()),
     }
 }

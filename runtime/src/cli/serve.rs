@@ -36,7 +36,8 @@ pub struct ServeArgs {
           conflicts_with_all = ["target", "listen", "tls_listen", "no_tls", "tls_cert", "tls_key", "env", "var",
               "cpu_time", "wall_time", "max_body", "max_concurrent", "queue",
               "queue_timeout", "allow_outbound", "outbound_connect_timeout",
-              "outbound_max_concurrent"])]
+              "outbound_max_concurrent", "instance_reuse", "instance_concurrency",
+              "instance_idle"])]
     config_file: Option<PathBuf>,
 
     /// Cleartext address: HTTP/1.1, and HTTP/2 with prior knowledge (h2c).

@@ -12,6 +12,7 @@ use toml::de::DeTable;
 use super::reader::{Doc, Field, Table};
 use super::schema::{AdminConfig, AppConfig, ComponentSource, Config, PemFiles, TlsConfig};
 use crate::host::admission::AdmissionLimits;
+use crate::host::limits::Reuse;
 use crate::host::outbound::{HostPattern, Outbound};
 use crate::host::{Limits, Route, RouteTable};
 use crate::oci::{Reference, SCHEME};
@@ -374,6 +375,17 @@ fn limits(doc: &mut Doc, field: Option<Field>) -> (Limits, AdmissionLimits, Outb
         max_body: take("max_body")
             .and_then(|f| f.size(doc))
             .unwrap_or(limits.max_body),
+        reuse: Reuse {
+            requests: take("instance_reuse")
+                .and_then(|f| f.count(doc, 1))
+                .or(limits.reuse.requests),
+            concurrency: take("instance_concurrency")
+                .and_then(|f| f.count(doc, 1))
+                .unwrap_or(limits.reuse.concurrency),
+            idle: take("instance_idle")
+                .and_then(|f| positive_duration(doc, &f))
+                .unwrap_or(limits.reuse.idle),
+        },
     };
     let admission = AdmissionLimits {
         max_concurrent: take("max_concurrent")

@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::host::admission::AdmissionLimits;
+use crate::host::limits::Reuse;
 use crate::host::outbound::Outbound;
 use crate::host::{Limits, Route};
 
@@ -53,6 +54,9 @@ queue = 0
 queue_timeout = "2s"
 outbound_max_concurrent = 4
 outbound_connect_timeout = "1s"
+instance_reuse = 50
+instance_concurrency = 4
+instance_idle = "250ms"
 [app.env]
 MODE = "prod"
 [app.config]
@@ -87,6 +91,11 @@ MODE = "prod"
             cpu_time: Duration::from_millis(250),
             wall_time: Duration::from_secs(10),
             max_body: 4096,
+            reuse: Reuse {
+                requests: Some(50),
+                concurrency: 4,
+                idle: Duration::from_millis(250),
+            },
         },
         admission: AdmissionLimits {
             max_concurrent: 8,
@@ -186,8 +195,20 @@ fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
             "wedge.toml:5: app[0].limits.outbound_connect_timeout: must be more than zero",
         ),
         (
+            "limits.instance_reuse = 0",
+            "wedge.toml:5: app[0].limits.instance_reuse: `0` is not a whole number of at least 1",
+        ),
+        (
+            "limits.instance_concurrency = 0",
+            "wedge.toml:5: app[0].limits.instance_concurrency: `0` is not a whole number of at least 1",
+        ),
+        (
+            "limits.instance_idle = \"0s\"",
+            "wedge.toml:5: app[0].limits.instance_idle: must be more than zero",
+        ),
+        (
             "limits.cpu = \"1s\"",
-            "wedge.toml:5: app[0].limits.cpu: unknown key `cpu`; known keys: memory, cpu_time, wall_time, max_body, max_concurrent, queue, queue_timeout, outbound_max_concurrent, outbound_connect_timeout",
+            "wedge.toml:5: app[0].limits.cpu: unknown key `cpu`; known keys: memory, cpu_time, wall_time, max_body, instance_reuse, instance_concurrency, instance_idle, max_concurrent, queue, queue_timeout, outbound_max_concurrent, outbound_connect_timeout",
         ),
         ("limits = 5", "wedge.toml:5: app[0].limits: must be a table"),
         (

@@ -7,7 +7,9 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
-use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::handler::ProxyPre;
+use wasmtime_wasi_http::p2::bindings::Proxy;
+use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::admission::Admission;
 use super::cache::ArtifactCache;
@@ -20,6 +22,8 @@ use crate::metrics::AppMetrics;
 
 /// The export a p2 HTTP handler provides; any 0.2.x minor version is accepted.
 const INCOMING_HANDLER_P2: &str = "wasi:http/incoming-handler@0.2.";
+/// The export a p3 (WASI 0.3) HTTP handler provides; any 0.3.x is accepted.
+const HANDLER_P3: &str = "wasi:http/handler@0.3.";
 
 /// A component ready to serve requests.
 pub struct App {
@@ -32,7 +36,46 @@ pub struct App {
     pub(crate) metrics: Arc<AppMetrics>,
     /// The environment variables and wasi:config values its guest sees.
     pub(crate) vars: GuestVars,
-    pub(crate) pre: ProxyPre<GuestState>,
+    pub(crate) pre: Pre,
+    /// Its reused instances (p3 always, p2 when `instance_reuse` > 1), made on
+    /// the first request.
+    pub(crate) workers: super::reuse::Workers,
+}
+
+/// The pre-instantiated component, p2 or p3.
+pub(crate) struct Pre(ProxyPre<GuestState>);
+
+impl Pre {
+    pub(crate) fn engine(&self) -> &Engine {
+        match &self.0 {
+            ProxyPre::P2(pre) => pre.engine(),
+            ProxyPre::P3(pre) => pre.engine(),
+        }
+    }
+
+    /// Whether the component exports the p3 `wasi:http/handler`.
+    pub(crate) fn is_p3(&self) -> bool {
+        matches!(self.0, ProxyPre::P3(_))
+    }
+
+    /// Either world, as wasmtime-wasi-http's `ProxyHandler` instantiates it.
+    pub(crate) fn either(&self) -> &ProxyPre<GuestState> {
+        &self.0
+    }
+
+    /// A p2 instance for the fresh-instance path. p3 components never take that
+    /// path (their requests go to reused instances), so for them this is an error.
+    pub(crate) async fn instantiate_async(
+        &self,
+        store: &mut wasmtime::Store<GuestState>,
+    ) -> wasmtime::Result<Proxy> {
+        match &self.0 {
+            ProxyPre::P2(pre) => pre.instantiate_async(store).await,
+            ProxyPre::P3(_) => Err(wasmtime::format_err!(
+                "a p3 component has no p2 handler to call"
+            )),
+        }
+    }
 }
 
 impl App {
@@ -62,8 +105,8 @@ impl App {
             Some(component) => component,
             None => Component::new(engine, wasm)?,
         };
-        check_exports(engine, &component)?;
-        let pre = pre_instantiate(engine, &component)?;
+        let world = check_exports(engine, &component)?;
+        let pre = pre_instantiate(engine, &component, world)?;
         let elapsed = started.elapsed().as_millis();
         if from_cache {
             tracing::info!("loaded app `{name}` from the precompiled cache in {elapsed} ms");
@@ -84,6 +127,7 @@ impl App {
             metrics: AppMetrics::detached(),
             vars: GuestVars::default(),
             pre,
+            workers: Default::default(),
         })
     }
 
@@ -144,14 +188,25 @@ fn check_is_component(wasm: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn check_exports(engine: &Engine, component: &Component) -> Result<()> {
+/// Which wasi:http world a component serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum World {
+    P2,
+    P3,
+}
+
+/// The world whose handler the component exports; p3 wins if it exports both.
+fn check_exports(engine: &Engine, component: &Component) -> Result<World> {
     let ty = component.component_type();
     let exports: Vec<String> = ty
         .exports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
+    if exports.iter().any(|e| e.starts_with(HANDLER_P3)) {
+        return Ok(World::P3);
+    }
     if exports.iter().any(|e| e.starts_with(INCOMING_HANDLER_P2)) {
-        return Ok(());
+        return Ok(World::P2);
     }
     let found = if exports.is_empty() {
         "nothing".to_string()
@@ -159,23 +214,32 @@ fn check_exports(engine: &Engine, component: &Component) -> Result<()> {
         exports.join(", ")
     };
     bail!(
-        "component does not export `wasi:http/incoming-handler@0.2.x` (it exports: {found}); \
-         wedge serves components targeting the `wasi:http/proxy` world"
+        "component exports neither `wasi:http/incoming-handler@0.2.x` nor \
+         `wasi:http/handler@0.3.x` (it exports: {found}); wedge serves components \
+         targeting the `wasi:http/proxy` (WASI 0.2) or `wasi:http/service` (WASI 0.3) world"
     )
 }
 
-/// Links all of WASI 0.2 with nothing granted plus wasi:http and wasi:config,
-/// and resolves the component's imports once so each request only instantiates.
-fn pre_instantiate(engine: &Engine, component: &Component) -> Result<ProxyPre<GuestState>> {
+/// Links all of WASI 0.2 and 0.3 with nothing granted plus wasi:http (both) and
+/// wasi:config, and resolves the component's imports once so each instance only
+/// instantiates. Both versions are linked whatever the world: a p3 component built
+/// for `wasm32-wasip2` still imports WASI 0.2 through the Rust standard library.
+fn pre_instantiate(engine: &Engine, component: &Component, world: World) -> Result<Pre> {
     let mut linker = Linker::<GuestState>::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi::p3::add_to_linker(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
     wasmtime_wasi_config::add_to_linker(&mut linker, GuestState::config)?;
     let pre = linker
         .instantiate_pre(component)
         .map_err(anyhow::Error::from)
         .context("the component imports something wedge does not provide")?;
-    ProxyPre::new(pre)
+    let pre = match world {
+        World::P2 => wasmtime_wasi_http::p2::bindings::ProxyPre::new(pre).map(ProxyPre::P2),
+        World::P3 => ServicePre::new(pre).map(ProxyPre::P3),
+    };
+    pre.map(Pre)
         .map_err(anyhow::Error::from)
         .context("the component's wasi:http exports do not match what wedge expects")
 }

@@ -237,10 +237,11 @@ impl Body for GuestBody {
 }
 
 /// What the protocol engines send back: a body wedge wrote itself or the
-/// guest's streamed body.
+/// guest's streamed body (from a fresh instance, or a reused one).
 pub enum ResponseBody {
     Full(Option<Bytes>),
     Guest(GuestBody),
+    Reused(super::reuse::ReusedBody),
 }
 
 impl ResponseBody {
@@ -260,6 +261,7 @@ impl Body for ResponseBody {
         match self.get_mut() {
             ResponseBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             ResponseBody::Guest(body) => Pin::new(body).poll_frame(cx),
+            ResponseBody::Reused(body) => Pin::new(body).poll_frame(cx),
         }
     }
 
@@ -267,6 +269,7 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Full(bytes) => bytes.is_none(),
             ResponseBody::Guest(body) => body.is_end_stream(),
+            ResponseBody::Reused(body) => body.is_end_stream(),
         }
     }
 
@@ -275,6 +278,7 @@ impl Body for ResponseBody {
             ResponseBody::Full(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
             ResponseBody::Full(None) => SizeHint::with_exact(0),
             ResponseBody::Guest(body) => body.inner.size_hint(),
+            ResponseBody::Reused(body) => body.size_hint(),
         }
     }
 }

@@ -65,6 +65,9 @@ impl App {
         let (body, body_exceeded) =
             LimitedBody::new(body, self.limits.max_body, self.metrics.clone());
         let request = Request::from_parts(parts, body);
+        if self.reuses_instances() {
+            return self.handle_reused(request, scheme, slot, body_exceeded).await;
+        }
 
         let mut store = new_store(
             self.pre.engine(),
@@ -178,12 +181,16 @@ impl App {
     }
 
     /// Logs a fault with the app's name and counts it.
-    fn report(&self, fault: &Fault) {
+    pub(super) fn report(&self, fault: &Fault) {
         tracing::warn!("app `{}`: {fault}", self.name);
         self.metrics.fault(fault.kind());
     }
 
-    fn fault_response(&self, fault: &Fault, body_exceeded: bool) -> Response<ResponseBody> {
+    pub(super) fn fault_response(
+        &self,
+        fault: &Fault,
+        body_exceeded: bool,
+    ) -> Response<ResponseBody> {
         if body_exceeded {
             return too_large(self.limits.max_body);
         }
@@ -252,7 +259,7 @@ fn content_length<B>(request: &Request<B>) -> Option<u64> {
         .ok()
 }
 
-fn too_large(limit: u64) -> Response<ResponseBody> {
+pub(super) fn too_large(limit: u64) -> Response<ResponseBody> {
     plain(
         StatusCode::PAYLOAD_TOO_LARGE,
         format!("413 Payload Too Large: the request body limit is {limit} bytes\n"),

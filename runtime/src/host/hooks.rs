@@ -113,4 +113,10 @@ impl WasiHttpHooks for GuestHooks {
     fn p2_outgoing_body_chunk_size(&mut self) -> usize {
         OUTGOING_BODY_CHUNK
     }
+
+    // p3: wasmtime copies at most this much out of the guest's body stream per
+    // write and holds one such chunk while the engine has no credit to take it.
+    fn p3_outgoing_body_chunk_size(&mut self) -> usize {
+        OUTGOING_BODY_CHUNK
+    }
 }

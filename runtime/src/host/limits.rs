@@ -10,6 +10,13 @@ pub const DEFAULT_CPU_TIME: Duration = Duration::from_secs(1);
 pub const DEFAULT_WALL_TIME: Duration = Duration::from_secs(60);
 /// Default maximum request body: 100 MiB.
 pub const DEFAULT_MAX_BODY: u64 = 100 * 1024 * 1024;
+/// Default requests one p3 instance serves before it is replaced (p2: 1, a fresh
+/// instance per request, unless the app asks for reuse).
+pub const DEFAULT_P3_INSTANCE_REUSE: u32 = 128;
+/// Default requests one p3 instance serves at once.
+pub const DEFAULT_INSTANCE_CONCURRENCY: u32 = 16;
+/// Default time a reused instance waits for its next request before it is dropped.
+pub const DEFAULT_INSTANCE_IDLE: Duration = Duration::from_secs(1);
 
 /// What one request of an app may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +29,33 @@ pub struct Limits {
     pub wall_time: Duration,
     /// Largest request body accepted, in bytes.
     pub max_body: u64,
+    /// Whether and how instances serve more than one request.
+    pub reuse: Reuse,
+}
+
+/// How an app's instances are reused (`instance_reuse`, `instance_concurrency`,
+/// `instance_idle`). Reuse trades isolation for cost: an instance's memory (globals,
+/// caches) carries over between the requests of one app that it serves, never to
+/// another app's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reuse {
+    /// Requests one instance serves before it is replaced; `None` takes the world's
+    /// default: 1 for p2 (a fresh instance per request), 128 for p3.
+    pub requests: Option<u32>,
+    /// Requests one p3 instance serves at once (a p2 instance serves one at a time).
+    pub concurrency: u32,
+    /// How long an instance waits idle for its next request before it is dropped.
+    pub idle: Duration,
+}
+
+impl Default for Reuse {
+    fn default() -> Self {
+        Reuse {
+            requests: None,
+            concurrency: DEFAULT_INSTANCE_CONCURRENCY,
+            idle: DEFAULT_INSTANCE_IDLE,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -31,6 +65,7 @@ impl Default for Limits {
             cpu_time: DEFAULT_CPU_TIME,
             wall_time: DEFAULT_WALL_TIME,
             max_body: DEFAULT_MAX_BODY,
+            reuse: Reuse::default(),
         }
     }
 }

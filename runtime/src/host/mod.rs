@@ -15,6 +15,7 @@ mod ip_class;
 pub mod limits;
 pub mod outbound;
 pub mod outbound_client;
+mod reuse;
 pub mod routes;
 mod site;
 mod slot;

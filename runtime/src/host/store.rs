@@ -115,6 +115,21 @@ impl CpuMeter {
         }
     }
 
+    /// Meters one more request on a reused instance. With no other request in
+    /// flight the meter starts again from zero with one request's budget; beside
+    /// requests in flight (a p3 instance serving several at once) the instance's
+    /// budget grows by one request's, since guest time cannot be told apart by
+    /// request inside one instance.
+    pub(crate) fn admit_request(&mut self, per_request: Duration, alone: bool) {
+        if alone {
+            self.used = Duration::ZERO;
+            self.limit = per_request;
+            self.exceeded = false;
+        } else {
+            self.limit = self.limit.saturating_add(per_request);
+        }
+    }
+
     fn used_now(&self) -> Duration {
         self.used + self.in_guest_since.map_or(Duration::ZERO, |t| t.elapsed())
     }

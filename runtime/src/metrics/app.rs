@@ -1,5 +1,6 @@
 //! What is recorded per app: requests by protocol and status class, their duration,
-//! body bytes both ways, instances running, guest faults by kind, admission refusals.
+//! body bytes both ways, instances running and created, guest faults by kind, admission
+//! refusals.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,6 +87,7 @@ pub(super) struct Families {
     response_bytes: Family<AppLabels, Counter>,
     request_bytes: Family<AppLabels, Counter>,
     instances: Family<AppLabels, Gauge>,
+    instances_created: Family<AppLabels, Counter>,
     faults: Family<FaultLabels, Counter>,
     refused: Family<AppLabels, Counter>,
 }
@@ -98,6 +100,7 @@ impl Families {
             response_bytes: Family::default(),
             request_bytes: Family::default(),
             instances: Family::default(),
+            instances_created: Family::default(),
             faults: Family::default(),
             refused: Family::default(),
         }
@@ -133,6 +136,11 @@ impl Families {
             "instances_running",
             "Guest instances running now, by app",
             families.instances.clone(),
+        );
+        registry.register(
+            "instances_created",
+            "Guest instances created, by app: one per request, or fewer when instances are reused",
+            families.instances_created.clone(),
         );
         registry.register(
             "guest_faults",
@@ -171,6 +179,7 @@ impl Families {
             response_bytes: self.response_bytes.get_or_create_owned(&app),
             request_bytes: self.request_bytes.get_or_create_owned(&app),
             instances: self.instances.get_or_create_owned(&app),
+            instances_created: self.instances_created.get_or_create_owned(&app),
             faults,
             refused: self.refused.get_or_create_owned(&app),
         })
@@ -187,6 +196,7 @@ pub struct AppMetrics {
     response_bytes: Counter,
     request_bytes: Counter,
     instances: Gauge,
+    instances_created: Counter,
     faults: [Counter; FaultKind::ALL.len()],
     refused: Counter,
 }
@@ -215,8 +225,9 @@ impl AppMetrics {
         self.request_bytes.inc_by(bytes);
     }
 
-    /// An instance runs until the guard is dropped.
+    /// An instance, created now, runs until the guard is dropped.
     pub fn instance(&self) -> Open {
+        self.instances_created.inc();
         Open::new(&self.instances)
     }
 

@@ -96,6 +96,9 @@ fn faults_refusals_instances_and_body_bytes_are_counted_per_app() {
         (instances(&samples, "a"), instances(&samples, "b")),
         (0.0, 0.0)
     );
+    // Created counts every instance ever made, gone or not.
+    let created = |app| samples.get("wedge_instances_created_total", &[("app", app)]);
+    assert_eq!((created("a"), created("b")), (2.0, 1.0));
 }
 
 #[test]

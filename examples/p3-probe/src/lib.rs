@@ -1,0 +1,130 @@
+//! `p3-probe`: a WASI 0.3 (p3) handler the tests drive to see how wedge serves
+//! p3 instances: several requests at once on one instance, bodies left unread,
+//! and traps. On the raw `wasip3` bindings.
+//!
+//! Routes (by the request path's last segment, so it answers under any route):
+//! - `…/stream`: a streamed `200` of 8 chunks × 1 KiB (chunk `i` is all `b'a' + i`).
+//! - `…/barrier?n=N`: counts itself in (this instance's count, printed to stdout as
+//!   `p3-probe: arrived K`), reads its request body to the end, then waits until N
+//!   requests have arrived on this instance and answers `200 arrived K of N\n`.
+//!   Requests spread over several instances never all arrive: only concurrency
+//!   inside one instance lets N meet. While its body is open a request runs no guest
+//!   code at all, so the instance has room for the next one at once.
+//! - `…/sleep?ms=N`: never reads its body; waits N ms, then answers `200 slept N\n`.
+//! - `…/spin?ms=N`: runs guest code (a busy loop) for N ms, then `200 spun N\n`.
+//! - `…/trap`: panics (a trap), failing the instance and every request on it.
+//! - `…/count`: `200 served K\n`, K being the requests this instance has seen
+//!   (state kept between requests of one instance).
+//! - anything else: `200` with this list.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use wasip3::clocks::monotonic_clock::{now, wait_for};
+use wasip3::http::types::{ErrorCode, Fields, Request, Response};
+use wasip3::wit_bindgen::StreamResult;
+use wasip3::{wit_future, wit_stream};
+
+const USAGE: &str =
+    "p3-probe: try /stream, /barrier?n=N, /sleep?ms=N, /spin?ms=N, /trap, /count\n";
+const MILLISECOND: u64 = 1_000_000;
+
+/// Requests this instance has seen, and those that reached `/barrier`.
+static SEEN: AtomicU64 = AtomicU64::new(0);
+static ARRIVED: AtomicU64 = AtomicU64::new(0);
+
+struct Probe;
+
+impl wasip3::exports::http::handler::Guest for Probe {
+    async fn handle(request: Request) -> Result<Response, ErrorCode> {
+        let seen = SEEN.fetch_add(1, Ordering::Relaxed) + 1;
+        let path_with_query = request.get_path_with_query().unwrap_or_default();
+        let (path, query) = match path_with_query.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (path_with_query.as_str(), None),
+        };
+        let number = |name| query_param(query, name).and_then(|v| v.parse::<u64>().ok());
+        match path.rsplit('/').next().unwrap_or_default() {
+            "stream" => Ok(respond(200, (0..8u8).map(|i| vec![b'a' + i; 1024]).collect())),
+            "barrier" => {
+                let Some(n) = number("n") else {
+                    return Ok(text(400, "usage: /barrier?n=N\n"));
+                };
+                let arrived = ARRIVED.fetch_add(1, Ordering::Relaxed) + 1;
+                println!("p3-probe: arrived {arrived}");
+                drain(request).await;
+                // A timer is a waitable the host wakes: polling a counter on it
+                // needs no wake-up between the instance's tasks.
+                while ARRIVED.load(Ordering::Relaxed) < n {
+                    wait_for(MILLISECOND).await;
+                }
+                Ok(text(200, &format!("arrived {arrived} of {n}\n")))
+            }
+            "sleep" => match number("ms") {
+                Some(ms) => {
+                    wait_for(ms * MILLISECOND).await;
+                    Ok(text(200, &format!("slept {ms}\n")))
+                }
+                None => Ok(text(400, "usage: /sleep?ms=N\n")),
+            },
+            "spin" => match number("ms") {
+                Some(ms) => {
+                    let start = now();
+                    while now() - start < ms * MILLISECOND {
+                        std::hint::spin_loop();
+                    }
+                    Ok(text(200, &format!("spun {ms}\n")))
+                }
+                None => Ok(text(400, "usage: /spin?ms=N\n")),
+            },
+            "trap" => panic!("p3-probe: trap on demand"),
+            "count" => Ok(text(200, &format!("served {seen}\n"))),
+            _ => Ok(text(200, USAGE)),
+        }
+    }
+}
+
+wasip3::http::service::export!(Probe);
+
+/// Reads `request`'s body to its end, discarding it.
+async fn drain(request: Request) {
+    let (read_result_tx, read_result_rx) = wit_future::new(|| Ok(()));
+    let (mut body, _trailers) = Request::consume_body(request, read_result_rx);
+    loop {
+        let (status, _) = body.read(Vec::with_capacity(16 * 1024)).await;
+        if !matches!(status, StreamResult::Complete(_)) {
+            break;
+        }
+    }
+    drop(read_result_tx);
+}
+
+fn text(status: u16, body: &str) -> Response {
+    respond(status, vec![body.as_bytes().to_vec()])
+}
+
+/// A response whose body is `chunks`, written one by one by a spawned task once
+/// the handler has returned the response.
+fn respond(status: u16, chunks: Vec<Vec<u8>>) -> Response {
+    let (mut body_tx, body_rx) = wit_stream::new();
+    let (trailers_tx, trailers_rx) = wit_future::new(|| Ok(None));
+    let (response, _sent) = Response::new(Fields::new(), Some(body_rx), trailers_rx);
+    drop(trailers_tx);
+    // Only a status outside 100..=999 is refused, and none is asked for here.
+    let _ = response.set_status_code(status);
+    wasip3::spawn(async move {
+        for chunk in chunks {
+            if !body_tx.write_all(chunk).await.is_empty() {
+                return; // the peer went away
+            }
+        }
+    });
+    response
+}
+
+fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
+    query?
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+}

@@ -1,0 +1,495 @@
+//! Requests served by reused instances: p3 components always (several requests at
+//! once on one instance), p2 components when the app asks for it (`instance_reuse`
+//! above 1; one request at a time).
+//!
+//! Built on wasmtime-wasi-http's own `handler::ProxyHandler`, the machinery
+//! `wasmtime serve` reuses instances with, rather than a pool of wedge's own: it keeps
+//! workers per app, each one store and one instance living inside
+//! `Store::run_concurrent`, hands each request to a worker with room, and reads p3
+//! response bodies inside that event loop. wedge supplies the policy
+//! ([`HandlerState`], [`WorkerState`], [`WorkerExpiration`]): how many requests an
+//! instance takes at once and in all, when an idle or overdue one goes, each request's
+//! wall-clock deadline, the CPU meter, the metrics, and what each failure answers.
+//!
+//! Isolation: an instance serves requests of one app version only (one
+//! `ProxyHandler` per [`App`]), so state never crosses apps; between requests of the
+//! same app it may (globals, caches), which is what the app asked for. A trap fails
+//! the instance and every request on it (each gets its fault's status, 500 for a
+//! trap); the next request gets a fresh instance.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Response, StatusCode, Uri, header};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use tokio::sync::oneshot;
+use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
+use wasmtime::component::GuestTaskId;
+use wasmtime::{Store, StoreContextMut};
+use wasmtime_wasi_http::handler::{
+    ExpirationError, HandlerState, Instance, InstantiationError, ProxyHandler, ShouldAccept,
+    WorkerExpiration, WorkerState, WorkerStatus,
+};
+use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode as P2ErrorCode;
+use wasmtime_wasi_http::p3::bindings::http::types::ErrorCode as P3ErrorCode;
+use wasmtime_wasi_http::{WasiBody, WasiHttpView};
+
+use super::admission::Slot;
+use super::app::App;
+use super::body::{BodyError, LimitedBody, OverLimit, ResponseBody};
+use super::dispatch::{RequestScheme, plain, too_large};
+use super::fault::Fault;
+use super::store::{GuestState, new_store};
+use crate::metrics::Open;
+
+/// An app version's reused instances: one `ProxyHandler`, made on the first request.
+/// Its workers hold their app version (not the other way round: the handler knows
+/// the app only weakly), so an unloaded version's instances finish what they have
+/// and go once idle.
+#[derive(Default)]
+pub(crate) struct Workers(OnceLock<ProxyHandler<AppInstances>>);
+
+impl Workers {
+    fn handler(&self, app: &Arc<App>) -> &ProxyHandler<AppInstances> {
+        self.0.get_or_init(|| {
+            ProxyHandler::new(AppInstances {
+                app: Arc::downgrade(app),
+            })
+        })
+    }
+}
+
+impl App {
+    /// Whether requests go to reused instances rather than a fresh one each: p3
+    /// components always, p2 ones that asked for more than one request per instance.
+    pub(super) fn reuses_instances(&self) -> bool {
+        self.pre.is_p3() || self.limits.reuse.requests.is_some_and(|n| n > 1)
+    }
+
+    /// Answers one admitted request on a reused instance. `slot` is held until the
+    /// response body is done (or the request failed), as on the fresh-instance path.
+    pub(super) async fn handle_reused<B>(
+        self: &Arc<Self>,
+        request: Request<LimitedBody<B>>,
+        scheme: RequestScheme,
+        slot: Slot,
+        over_limit: OverLimit<B>,
+    ) -> Response<ResponseBody>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<wasmtime_wasi_http::Error>,
+    {
+        let request = absolute(request.map(|body| body.boxed_unsync()), scheme);
+        // wasmtime refuses a p2 request without an authority inside the worker, which
+        // would fail the instance and every request on it: refuse it here instead.
+        if !self.pre.is_p3() && request.uri().authority().is_none() {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "bad request: no authority (Host)\n".into(),
+            );
+        }
+        let deadline = Instant::now() + self.limits.wall_time;
+        let accepted = Arc::new(OnceLock::new());
+        let (verdict_tx, verdict) = oneshot::channel();
+        let ticket = Ticket {
+            deadline,
+            accepted: accepted.clone(),
+            verdict: verdict_tx,
+        };
+        let handled = timeout_at(deadline, self.workers.handler(self).handle(ticket, request));
+        let fault = match handled.await {
+            Ok(Ok(_)) if over_limit.get() => return too_large(self.limits.max_body),
+            Ok(Ok(response)) => {
+                return response.map(|body| {
+                    ResponseBody::Reused(ReusedBody {
+                        inner: body,
+                        accepted,
+                        _slot: slot,
+                    })
+                });
+            }
+            Ok(Err(err)) => self.classify(err, verdict, deadline).await,
+            // Not even a worker's expiry answered: the request never got an instance.
+            Err(_) => Fault::WallTime {
+                limit: self.limits.wall_time,
+                started: accepted.get().is_some(),
+            },
+        };
+        self.report(&fault);
+        self.fault_response(&fault, over_limit.get())
+    }
+
+    /// The fault behind a request `ProxyHandler` failed.
+    async fn classify(
+        &self,
+        err: wasmtime::Error,
+        verdict: oneshot::Receiver<Option<Fault>>,
+        deadline: Instant,
+    ) -> Fault {
+        if err.is::<ExpirationError>() {
+            return Fault::WallTime {
+                limit: self.limits.wall_time,
+                started: true,
+            };
+        }
+        if let Some(failed) = err.downcast_ref::<InstantiationError<Ticket>>() {
+            return match failed.error.downcast_ref::<Failed>() {
+                Some(Failed(fault)) => fault.clone(),
+                None => Fault::Internal(one_line(&failed.error)),
+            };
+        }
+        // The guest answered with an error code instead of a response.
+        if let Some(code) = err.downcast_ref::<P3ErrorCode>() {
+            return Fault::GuestError(format!("{code:?}"));
+        }
+        if let Some(code) = err.downcast_ref::<P2ErrorCode>() {
+            return Fault::GuestError(format!("{code:?}"));
+        }
+        // Otherwise the error may be the request's own (a p2 handler that returned
+        // without a response) or its instance's failure, which wasmtime reports to
+        // each request the same way: the worker says which once it has moved on.
+        match timeout_at(deadline, verdict).await {
+            Ok(Ok(Some(fault))) => fault,
+            Ok(Ok(None)) if !self.pre.is_p3() => Fault::NoResponse,
+            Ok(Ok(None)) => Fault::GuestError(one_line(&err)),
+            // Never taken by a worker, or the worker gone without a word.
+            Ok(Err(_)) | Err(_) => Fault::Trap(one_line(&err)),
+        }
+    }
+}
+
+/// An HTTP/1.1 request's origin-form target made absolute from the listener's scheme
+/// and the Host field: a p3 guest reads scheme and authority from the URI alone.
+fn absolute(mut request: Request<WasiBody>, scheme: RequestScheme) -> Request<WasiBody> {
+    if request.uri().scheme().is_some() {
+        return request;
+    }
+    let authority = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|host| Authority::try_from(host.as_bytes()).ok());
+    let Some(authority) = authority else {
+        return request;
+    };
+    let mut parts = request.uri().clone().into_parts();
+    parts.scheme = Some(match scheme {
+        RequestScheme::Http => Scheme::HTTP,
+        RequestScheme::Https => Scheme::HTTPS,
+    });
+    parts.authority = Some(authority);
+    if parts.path_and_query.is_none() {
+        parts.path_and_query = Some(PathAndQuery::from_static("/"));
+    }
+    if let Ok(uri) = Uri::from_parts(parts) {
+        *request.uri_mut() = uri;
+    }
+    request
+}
+
+fn one_line(err: &wasmtime::Error) -> String {
+    let text = format!("{err:#}");
+    text.lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(300)
+        .collect()
+}
+
+/// A request's deadline, where the worker that takes it leaves its instance's
+/// shared state (for the response body), and how it tells, once the request has
+/// ended, whether its instance lived on or failed.
+struct Ticket {
+    deadline: Instant,
+    accepted: Arc<OnceLock<Arc<Shared>>>,
+    verdict: oneshot::Sender<Option<Fault>>,
+}
+
+/// A fault as an error, so that a failed instantiation keeps its cause through
+/// `ProxyHandler` (which hands it back inside an `InstantiationError`).
+#[derive(Debug)]
+struct Failed(Fault);
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Failed {}
+
+/// What one instance's worker and its requests share.
+struct Shared {
+    /// Requests accepted and not yet answered (or expired).
+    in_flight: AtomicUsize,
+    /// The instance was dropped for being overdue (past the wall-clock limit).
+    overdue: AtomicBool,
+    /// Set once, when the instance is gone: `Some(fault)` if it failed.
+    fate: OnceLock<Option<Fault>>,
+    /// Requests ended since the worker last showed it lives on: each is told at the
+    /// worker's next turn, `None` if it lives on, else its failure.
+    ended: Mutex<Vec<oneshot::Sender<Option<Fault>>>>,
+}
+
+impl Shared {
+    /// Why the instance failed, once it has.
+    fn failure(&self) -> Option<Fault> {
+        self.fate.get().cloned().flatten()
+    }
+
+    /// Tells the requests ended so far how their instance fared.
+    fn settle(&self, fault: Option<&Fault>) {
+        let ended = std::mem::take(&mut *self.ended.lock().unwrap_or_else(|e| e.into_inner()));
+        for verdict in ended {
+            let _ = verdict.send(fault.cloned());
+        }
+    }
+}
+
+/// Counts a request in flight on its instance while the worker keeps its expiry;
+/// when it ends, leaves the request to be told how the instance fared.
+struct InFlight {
+    shared: Arc<Shared>,
+    verdict: Option<oneshot::Sender<Option<Fault>>>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if let Some(verdict) = self.verdict.take() {
+            self.shared
+                .ended
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(verdict);
+        }
+    }
+}
+
+/// Makes an app's instances.
+struct AppInstances {
+    app: Weak<App>,
+}
+
+impl HandlerState for AppInstances {
+    type StoreData = GuestState;
+    type WorkerExpiration = Expiry;
+    type WorkerState = InstanceState;
+
+    async fn instantiate(&self) -> wasmtime::Result<Instance<GuestState, Expiry, InstanceState>> {
+        let Some(app) = self.app.upgrade() else {
+            return Err(Failed(Fault::Internal("the app version was unloaded".into())).into());
+        };
+        let mut store = new_store(
+            app.pre.engine(),
+            &app.name,
+            &app.limits,
+            &app.outbound,
+            &app.vars,
+        );
+        let running = app.metrics.instance();
+        let deadline = Instant::now() + app.limits.wall_time;
+        let proxy = match timeout_at(deadline, app.pre.either().instantiate_async(&mut store)).await
+        {
+            Err(_) => {
+                let limit = app.limits.wall_time;
+                return Err(Failed(Fault::WallTime {
+                    limit,
+                    started: false,
+                })
+                .into());
+            }
+            Ok(Err(err)) => return Err(Failed(Fault::from_call_error(err, store.data())).into()),
+            Ok(Ok(proxy)) => proxy,
+        };
+        let shared = Arc::new(Shared {
+            in_flight: AtomicUsize::new(0),
+            overdue: AtomicBool::new(false),
+            fate: OnceLock::new(),
+            ended: Mutex::new(Vec::new()),
+        });
+        let reuse = &app.limits.reuse;
+        let concurrency = if app.pre.is_p3() {
+            reuse.concurrency
+        } else {
+            1
+        };
+        let requests = reuse.requests.unwrap_or(if app.pre.is_p3() {
+            super::limits::DEFAULT_P3_INSTANCE_REUSE
+        } else {
+            1
+        });
+        Ok(Instance {
+            store,
+            proxy,
+            view: <GuestState as WasiHttpView>::http,
+            expiration: Expiry {
+                wall_time: app.limits.wall_time,
+                idle: reuse.idle,
+                timer: Box::pin(sleep_until(Instant::now() + reuse.idle)),
+                shared: shared.clone(),
+            },
+            state: InstanceState {
+                concurrency: concurrency as usize,
+                requests: requests as usize,
+                app,
+                shared,
+                _running: running,
+            },
+        })
+    }
+}
+
+/// One instance's policy: how many requests it takes, the CPU meter per request,
+/// and what it leaves behind when it goes.
+struct InstanceState {
+    app: Arc<App>,
+    /// Requests it serves at once, and in all.
+    concurrency: usize,
+    requests: usize,
+    shared: Arc<Shared>,
+    /// Counts the instance as running until the worker is gone.
+    _running: Open,
+}
+
+impl WorkerState for InstanceState {
+    type StoreData = GuestState;
+    type RequestData = Ticket;
+
+    fn should_accept_request(&self, concurrent: usize, total: usize) -> ShouldAccept {
+        if total >= self.requests {
+            ShouldAccept::Never
+        } else if concurrent >= self.concurrency {
+            ShouldAccept::No
+        } else {
+            ShouldAccept::Yes
+        }
+    }
+
+    fn on_request_start(
+        &self,
+        mut store: StoreContextMut<'_, GuestState>,
+        ticket: Ticket,
+        _task: GuestTaskId,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + Sync>> {
+        let alone = self.shared.in_flight.fetch_add(1, Ordering::AcqRel) == 0;
+        store
+            .data_mut()
+            .cpu
+            .admit_request(self.app.limits.cpu_time, alone);
+        let _ = ticket.accepted.set(self.shared.clone());
+        let in_flight = InFlight {
+            shared: self.shared.clone(),
+            verdict: Some(ticket.verdict),
+        };
+        // Resolving expires the request (504); the worker then takes no more and
+        // goes once the others are done.
+        Box::pin(async move {
+            let _in_flight = in_flight;
+            sleep_until(ticket.deadline).await;
+        })
+    }
+
+    fn drop(&self, store: Store<GuestState>, result: wasmtime::Result<()>) {
+        let fault = match result {
+            Ok(()) => None,
+            Err(_) if self.shared.overdue.load(Ordering::Acquire) => Some(Fault::WallTime {
+                limit: self.app.limits.wall_time,
+                started: true,
+            }),
+            Err(err) => Some(Fault::from_call_error(err, store.data())),
+        };
+        if let Some(fault) = &fault {
+            tracing::warn!(
+                "app `{}`: instance dropped ({fault}); requests still on it fail",
+                self.app.name
+            );
+        }
+        // Told before the store goes: a body wasmtime ends when the store is dropped
+        // must find the instance's failure already recorded.
+        let _ = self.shared.fate.set(fault.clone());
+        self.shared.settle(fault.as_ref());
+        drop(store);
+    }
+}
+
+/// When a worker's instance goes, judged outside its event loop: idle past
+/// `instance_idle` (a clean end), or past the wall-clock limit with requests or
+/// post-return work still running (overdue: they fail).
+struct Expiry {
+    wall_time: std::time::Duration,
+    idle: std::time::Duration,
+    timer: Pin<Box<Sleep>>,
+    shared: Arc<Shared>,
+}
+
+impl WorkerExpiration for Expiry {
+    fn poll(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        status: WorkerStatus,
+        start: std::time::Instant,
+    ) -> Poll<()> {
+        let this = self.get_mut();
+        // Polled only when the worker's event loop is waiting: it lives on past every
+        // request that ended before.
+        this.shared.settle(None);
+        let limit = match status {
+            WorkerStatus::Idle => this.idle,
+            WorkerStatus::Requests | WorkerStatus::PostReturn => this.wall_time,
+        };
+        let deadline = Instant::from_std(start) + limit;
+        if this.timer.deadline() != deadline {
+            this.timer.as_mut().reset(deadline);
+        }
+        ready!(this.timer.as_mut().poll(cx));
+        if status != WorkerStatus::Idle {
+            this.shared.overdue.store(true, Ordering::Release);
+        }
+        Poll::Ready(())
+    }
+}
+
+/// A reused instance's response body. wasmtime ends a body cleanly when the instance
+/// behind it is dropped, trap or not, so its end counts as one only while the instance
+/// has not failed; the app's slot is held until the body is done.
+pub struct ReusedBody {
+    inner: WasiBody,
+    accepted: Arc<OnceLock<Arc<Shared>>>,
+    _slot: Slot,
+}
+
+impl ReusedBody {
+    fn failure(&self) -> Option<Fault> {
+        self.accepted.get().and_then(|shared| shared.failure())
+    }
+}
+
+impl Body for ReusedBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match ready!(Pin::new(&mut self.inner).poll_frame(cx)) {
+            Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
+            Some(Err(err)) => Poll::Ready(Some(Err(BodyError::Guest(err)))),
+            None => Poll::Ready(self.failure().map(|fault| Err(BodyError::Aborted(fault)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream() && self.failure().is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,86 @@
+//! A wedge serving a wedge.toml of given apps with the admin API on, and the
+//! instance counts its `/metrics` reports: how tests see which instance served what
+//! without asking the guest.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+#[path = "../../runtime/src/metrics/parse_text.rs"]
+mod parse_text;
+
+use crate::h3_support::H3Server;
+use crate::support::{Server, curl, example, temp_dir};
+
+pub use parse_text::Samples;
+
+const TOKEN: &str = "instances-test-token-0123456789";
+
+/// The real binary on 127.0.0.1 (cleartext, TLS and HTTP/3) with the admin API.
+pub struct Metered {
+    pub h3: H3Server,
+    admin: String,
+}
+
+/// `[[app]]` table `name` serving example component `example_name` on `route`,
+/// with `limits` (lines of `[app.limits]`, may be empty).
+pub fn app(name: &str, example_name: &str, route: &str, limits: &str) -> String {
+    format!(
+        "[[app]]\nname = \"{name}\"\ncomponent = \"{}\"\nroutes = [\"{route}\"]\n\
+         [app.limits]\n{limits}\n",
+        example(example_name).display()
+    )
+}
+
+impl Metered {
+    /// Serves `apps` (`[[app]]` tables, see [`app`]).
+    pub fn start(apps: &[String]) -> Metered {
+        let dir = temp_dir("metered");
+        std::fs::write(dir.join("token"), format!("{TOKEN}\n")).unwrap();
+        let config = format!(
+            "listen = \"127.0.0.1:0\"\ntls_listen = \"127.0.0.1:0\"\n\
+             admin = \"127.0.0.1:0\"\nadmin_token_file = \"token\"\n\n{}",
+            apps.concat()
+        );
+        std::fs::write(dir.join("wedge.toml"), config).unwrap();
+        let data_dir = temp_dir("data");
+        let data = data_dir.display().to_string();
+        let server = Server::start_config(&dir.join("wedge.toml"), &["--data-dir", &data]);
+        let admin = server.admin_url();
+        Metered {
+            h3: H3Server { server, data_dir },
+            admin,
+        }
+    }
+
+    pub fn server(&self) -> &Server {
+        &self.h3.server
+    }
+
+    /// `GET /metrics` on the admin API.
+    pub fn samples(&self) -> Samples {
+        let auth = format!("Authorization: Bearer {TOKEN}");
+        let out = curl(&[
+            "--fail",
+            "--header",
+            &auth,
+            &format!("{}/metrics", self.admin),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        parse_text::parse(&String::from_utf8(out.stdout).unwrap())
+    }
+
+    /// Instances of `app` created so far.
+    pub fn created(&self, app: &str) -> f64 {
+        self.samples()
+            .get("wedge_instances_created_total", &[("app", app)])
+    }
+
+    /// Instances of `app` alive now.
+    pub fn running(&self, app: &str) -> f64 {
+        self.samples()
+            .get("wedge_instances_running", &[("app", app)])
+    }
+}

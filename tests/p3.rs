@@ -1,0 +1,272 @@
+//! WASI 0.3 (p3) components end to end: `hello-p3`, `echo-p3` and `p3-probe` served
+//! by the real binary over HTTP/1.1 (curl), HTTP/2 (curl, and the `h2` crate) and
+//! HTTP/3 (the `h3` crate); several requests at once on one instance; a body left
+//! unread; a trap. Which instance served what is read from the admin API's
+//! `wedge_instances_created_total`, or from the probe's own per-instance count.
+
+mod h2_support;
+mod h3_support;
+mod metered;
+mod support;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+use h2_support::{TestServer, fill_one_window, post, read_body};
+use h3_support::exchange;
+use metered::{Metered, app};
+use support::{Server, curl, example, pattern, sha256, temp_dir};
+use wedge::net::h2::H2Config;
+
+/// hello-p3 on `/hello`, echo-p3 on `/echo`, p3-probe on `/probe`.
+fn three_apps() -> Metered {
+    Metered::start(&[
+        app("hello", "hello_p3", "/hello", ""),
+        app("echo", "echo_p3", "/echo", ""),
+        app("probe", "p3_probe", "/probe", ""),
+    ])
+}
+
+/// The 8 × 1 KiB body of `…/stream`.
+fn streamed() -> Vec<u8> {
+    (0..8u8).flat_map(|i| [b'a' + i; 1024]).collect()
+}
+
+/// curl `url` with `args`: the body, asserting exit 0.
+fn fetch(args: &[&str], url: &str) -> Vec<u8> {
+    let out = curl(&[args, &["--fail", url]].concat());
+    assert!(
+        out.status.success(),
+        "curl {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// hello, a 10 MiB echo and the stream over one curl protocol choice.
+fn hello_echo_and_stream(base: &str, protocol: &[&str]) {
+    let hello = fetch(&[protocol, &["-i"]].concat(), &format!("{base}/hello"));
+    let hello = String::from_utf8(hello).unwrap();
+    assert!(
+        hello
+            .to_ascii_lowercase()
+            .contains("content-type: text/plain; charset=utf-8"),
+        "{hello}"
+    );
+    assert!(hello.ends_with("\r\n\r\nHello, world!\n"), "{hello}");
+
+    let sent = pattern(10 * 1024 * 1024, 11);
+    let file = temp_dir("p3-echo").join("body");
+    std::fs::write(&file, &sent).unwrap();
+    let upload = format!("@{}", file.display());
+    let echoed = fetch(
+        &[protocol, &["--data-binary", &upload]].concat(),
+        &format!("{base}/echo"),
+    );
+    assert_eq!(echoed.len(), sent.len());
+    assert_eq!(sha256(&echoed), sha256(&sent));
+
+    assert_eq!(fetch(protocol, &format!("{base}/probe/stream")), streamed());
+}
+
+#[test]
+fn p3_hello_echo_and_stream_over_http1() {
+    let wedge = three_apps();
+    hello_echo_and_stream(&wedge.server().url, &["--http1.1"]);
+}
+
+#[test]
+fn p3_hello_echo_and_stream_over_h2_and_h2c() {
+    let wedge = three_apps();
+    let tls = wedge.server().tls_url.clone().unwrap();
+    hello_echo_and_stream(&tls, &["--http2", "-k"]);
+    hello_echo_and_stream(&wedge.server().url, &["--http2-prior-knowledge"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p3_hello_echo_and_stream_over_h3() {
+    let wedge = tokio::task::spawn_blocking(three_apps).await.unwrap();
+    let mut requests = wedge.h3.connect().await;
+    let (status, body) = exchange(&mut requests, "GET", "/hello", None).await;
+    assert_eq!((status.as_u16(), &body[..]), (200, &b"Hello, world!\n"[..]));
+    let sent = pattern(10 * 1024 * 1024, 13);
+    let (status, echoed) = exchange(&mut requests, "POST", "/echo", Some(sent.clone())).await;
+    assert_eq!(status, 200);
+    assert_eq!(echoed.len(), sent.len());
+    assert_eq!(sha256(&echoed), sha256(&sent));
+    let (status, body) = exchange(&mut requests, "GET", "/probe/stream", None).await;
+    assert_eq!((status.as_u16(), body), (200, streamed()));
+}
+
+/// An h2c connection to the real binary's cleartext listener.
+async fn h2c(server: &Server) -> SendRequest<Bytes> {
+    h2_support::client_with(
+        server.authority().parse().unwrap(),
+        h2::client::Builder::new(),
+    )
+    .await
+}
+
+/// Sends GET `path` on `client`; the response, to be awaited later.
+fn send(client: &mut SendRequest<Bytes>, path: &str) -> h2::client::ResponseFuture {
+    let request = http::Request::get(format!("http://localhost{path}"))
+        .body(())
+        .unwrap();
+    client.send_request(request, true).unwrap().0
+}
+
+/// Status and body of a response sent with [`send`].
+async fn answer(response: h2::client::ResponseFuture) -> (u16, String) {
+    let response = response.await.unwrap();
+    let status = response.status().as_u16();
+    let body = read_body(response.into_body()).await;
+    (status, String::from_utf8(body).unwrap())
+}
+
+/// A barrier request parked in the guest: its response to come, and its request
+/// body, still open.
+type Parked = (h2::client::ResponseFuture, h2::SendStream<Bytes>);
+
+/// Sends `count` barrier requests one after the other, each once the previous one is
+/// inside the guest (it printed its arrival). Their bodies stay open: the guest
+/// reads them to the end before its barrier, so until then it runs no code and the
+/// instance has room for the next request.
+async fn park_at_barrier(
+    wedge: &Metered,
+    client: &mut SendRequest<Bytes>,
+    count: usize,
+    n: usize,
+) -> Vec<Parked> {
+    let mut parked = Vec::new();
+    for k in 1..=count {
+        let request = http::Request::post(format!("http://localhost/probe/barrier?n={n}"))
+            .body(())
+            .unwrap();
+        parked.push(client.send_request(request, false).unwrap());
+        wedge
+            .server()
+            .wait_for_log(&format!("p3-probe: arrived {k}\n"));
+    }
+    parked
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_handlers_waiting_on_each_other_complete_on_one_instance() {
+    let wedge =
+        tokio::task::spawn_blocking(|| Metered::start(&[app("probe", "p3_probe", "/probe", "")]))
+            .await
+            .unwrap();
+    let mut client = h2c(wedge.server()).await;
+    // Each waits until all 16 have arrived on its instance: had they been spread
+    // over instances, none would ever answer. Their bodies end once all are in.
+    let mut parked = park_at_barrier(&wedge, &mut client, 16, 16).await;
+    for (_, body) in &mut parked {
+        body.send_data(Bytes::new(), true).unwrap();
+    }
+    for (k, (response, _)) in parked.into_iter().enumerate() {
+        assert_eq!(
+            answer(response).await,
+            (200, format!("arrived {} of 16\n", k + 1))
+        );
+    }
+    assert_eq!(wedge.created("probe"), 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trap_fails_the_requests_on_its_instance_and_the_next_gets_a_fresh_one() {
+    let wedge =
+        tokio::task::spawn_blocking(|| Metered::start(&[app("probe", "p3_probe", "/probe", "")]))
+            .await
+            .unwrap();
+    let mut client = h2c(wedge.server()).await;
+    // Three requests parked on one instance (their barrier is never reached)...
+    let parked = park_at_barrier(&wedge, &mut client, 3, 99).await;
+    // ...then one that traps on the same instance.
+    let trap = send(&mut client, "/probe/trap");
+    assert_eq!(answer(trap).await.0, 500);
+    for (response, _) in parked {
+        assert_eq!(answer(response).await.0, 500);
+    }
+    // A fresh instance: it has seen one request.
+    let next = send(&mut client, "/probe/count");
+    assert_eq!(answer(next).await, (200, "served 1\n".to_string()));
+    assert_eq!(wedge.created("probe"), 2.0);
+    let samples = wedge.samples();
+    let traps = [("app", "probe"), ("kind", "trap")];
+    assert_eq!(samples.get("wedge_guest_faults_total", &traps), 4.0);
+    wedge
+        .server()
+        .wait_for_log("app `probe`: instance dropped (guest trapped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_p3_guest_that_never_reads_stalls_only_its_own_stream() {
+    let server = TestServer::app(h2_support::app("p3_probe"), H2Config::default()).await;
+    let mut client = server.client().await;
+    // `…/sleep` never reads its body: wasmtime polls a p3 request body only as the
+    // guest reads it, so its stream window is never opened again.
+    let mut stalled = Vec::new();
+    for _ in 0..20 {
+        let (response, mut upload) = client.send_request(post("/sleep?ms=60000"), false).unwrap();
+        // A bound, not a synchronisation: without the connection credit this stalls.
+        tokio::time::timeout(Duration::from_secs(60), fill_one_window(&mut upload))
+            .await
+            .expect("the connection window ran dry: it was not credited on buffering");
+        stalled.push((response, upload));
+    }
+    // Other streams on the same connection keep flowing, on the same instances.
+    for _ in 0..3 {
+        let (other, _) = client
+            .send_request(h2_support::get("/stream"), true)
+            .unwrap();
+        let other = other.await.unwrap();
+        assert_eq!(other.status(), 200);
+        assert_eq!(read_body(other.into_body()).await, streamed());
+    }
+    for (_, upload) in &stalled {
+        assert_eq!(
+            upload.capacity(),
+            0,
+            "no WINDOW_UPDATE for an unread stream"
+        );
+    }
+}
+
+#[test]
+fn p3_instances_take_instance_concurrency_requests_at_once() {
+    let wedge = Metered::start(&[app(
+        "probe",
+        "p3_probe",
+        "/probe",
+        "instance_concurrency = 2",
+    )]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut client = h2c(wedge.server()).await;
+        let _parked = park_at_barrier(&wedge, &mut client, 2, 99).await;
+        // The instance is full: the third request gets an instance of its own.
+        let third = send(&mut client, "/probe/count");
+        assert_eq!(answer(third).await, (200, "served 1\n".to_string()));
+    });
+    assert_eq!(wedge.created("probe"), 2.0);
+}
+
+#[test]
+fn instance_reuse_bounds_the_requests_of_one_p3_instance() {
+    let server = Server::start(&example("p3_probe"), &["--no-tls", "--instance-reuse", "2"]);
+    let counts: Vec<String> = (0..5)
+        .map(|_| String::from_utf8(fetch(&[], &format!("{}/count", server.url))).unwrap())
+        .collect();
+    // State carries over within an instance; every third request starts afresh.
+    assert_eq!(
+        counts,
+        [
+            "served 1\n",
+            "served 2\n",
+            "served 1\n",
+            "served 2\n",
+            "served 1\n"
+        ]
+    );
+}

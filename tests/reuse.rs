@@ -1,0 +1,133 @@
+//! Instance reuse end to end, on the real binary: p2 apps that opt in
+//! (`instance_reuse`), and the limits each reused instance keeps (requests per
+//! instance, idle time, CPU and wall-clock time per request). Instances are counted
+//! through the admin API's `wedge_instances_created_total` and
+//! `wedge_instances_running`.
+
+mod h3_support;
+mod metered;
+mod support;
+
+use metered::{Metered, app};
+use support::{curl, poll_until};
+
+/// GET `path`: status and body.
+fn get(wedge: &Metered, path: &str) -> (String, String) {
+    let out = curl(&[
+        "-w",
+        "\n%{http_code}",
+        &format!("{}{path}", wedge.server().url),
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (body, status) = text.rsplit_once('\n').unwrap();
+    (status.to_string(), body.to_string())
+}
+
+#[test]
+fn p2_instances_serve_instance_reuse_requests_then_a_fresh_one() {
+    let wedge = Metered::start(&[
+        app("reused", "hello", "/reused", "instance_reuse = 3"),
+        app("fresh", "hello", "/fresh", ""),
+    ]);
+    let mut created = Vec::new();
+    for _ in 0..7 {
+        assert_eq!(get(&wedge, "/reused").0, "200");
+        created.push(wedge.created("reused"));
+    }
+    // Three requests per instance, one at a time; the fourth gets a new one.
+    assert_eq!(created, [1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 3.0]);
+    // Without `instance_reuse` a p2 app keeps a fresh instance per request.
+    for _ in 0..3 {
+        assert_eq!(
+            get(&wedge, "/fresh"),
+            ("200".into(), "Hello, world!\n".into())
+        );
+    }
+    assert_eq!(wedge.created("fresh"), 3.0);
+}
+
+#[test]
+fn an_idle_instance_goes_after_instance_idle() {
+    let wedge = Metered::start(&[
+        app(
+            "hello",
+            "hello",
+            "/hello",
+            "instance_reuse = 100\ninstance_idle = \"200ms\"",
+        ),
+        // A p3 app's instances wait the default second.
+        app("probe", "p3_probe", "/probe", ""),
+    ]);
+    for (name, path) in [("hello", "/hello"), ("probe", "/probe/count")] {
+        assert_eq!(get(&wedge, path).0, "200");
+        assert_eq!(wedge.created(name), 1.0);
+        // The instance outlives its request, then goes once idle long enough.
+        poll_until("the idle instance dropped", || {
+            (wedge.running(name) == 0.0).then_some(())
+        });
+        assert_eq!(get(&wedge, path).0, "200");
+        assert_eq!(
+            wedge.created(name),
+            2.0,
+            "{name}: a new instance after the idle one went"
+        );
+    }
+}
+
+#[test]
+fn each_request_of_a_reused_instance_gets_its_own_cpu_time() {
+    let wedge = Metered::start(&[
+        app("probe", "p3_probe", "/probe", "cpu_time = \"150ms\""),
+        app(
+            "faults",
+            "faults",
+            "/",
+            "instance_reuse = 10\ncpu_time = \"150ms\"",
+        ),
+    ]);
+    // Five requests of 40 ms guest time each on one instance: 200 ms in all, more
+    // than one request's budget, which each request gets anew.
+    for _ in 0..5 {
+        assert_eq!(
+            get(&wedge, "/probe/spin?ms=40"),
+            ("200".into(), "spun 40\n".into())
+        );
+    }
+    assert_eq!(wedge.created("probe"), 1.0);
+    // One request past the budget fails (504) with its instance...
+    assert_eq!(get(&wedge, "/probe/spin?ms=2000").0, "504");
+    // ...and the next one gets a fresh instance.
+    assert_eq!(
+        get(&wedge, "/probe/count"),
+        ("200".into(), "served 1\n".into())
+    );
+    assert_eq!(wedge.created("probe"), 2.0);
+
+    // The same on a reused p2 instance.
+    assert_eq!(get(&wedge, "/stdout").0, "200");
+    assert_eq!(get(&wedge, "/cpu-loop").0, "504");
+    assert_eq!(get(&wedge, "/stdout").0, "200");
+    assert_eq!(wedge.created("faults"), 2.0);
+    let samples = wedge.samples();
+    let cpu = |app| {
+        samples.get(
+            "wedge_guest_faults_total",
+            &[("app", app), ("kind", "cpu_timeout")],
+        )
+    };
+    assert_eq!((cpu("probe"), cpu("faults")), (1.0, 1.0));
+}
+
+#[test]
+fn the_wall_clock_limit_applies_to_each_request_of_a_reused_instance() {
+    let wedge = Metered::start(&[app("probe", "p3_probe", "/probe", "wall_time = \"300ms\"")]);
+    assert_eq!(
+        get(&wedge, "/probe/sleep?ms=10"),
+        ("200".into(), "slept 10\n".into())
+    );
+    assert_eq!(get(&wedge, "/probe/sleep?ms=60000").0, "504");
+    assert_eq!(get(&wedge, "/probe/count").0, "200");
+    let samples = wedge.samples();
+    let wall = [("app", "probe"), ("kind", "wall_timeout")];
+    assert_eq!(samples.get("wedge_guest_faults_total", &wall), 1.0);
+}
