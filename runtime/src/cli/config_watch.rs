@@ -2,10 +2,12 @@
 //! swapped in without dropping a connection; an invalid one is refused (every
 //! problem logged) and the previous apps keep serving.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
@@ -87,23 +89,57 @@ async fn reload(path: &Path, listeners: Listeners, tenancy: &Tenancy) {
     }
 }
 
-/// Signals `changed` when the file at `path` is written, replaced or removed. Its
-/// directory is watched, since editors replace files by renaming.
+/// Signals `changed` when the file at `path` is written, replaced or removed.
+///
+/// The directory holding `path` is watched, not the file: editors replace files by
+/// renaming, and a Kubernetes ConfigMap volume never touches the file's own entry —
+/// `wedge.toml` is a symlink to `..data/wedge.toml`, and an update swaps the `..data`
+/// symlink to a new timestamped directory, then deletes the old one. So the event's
+/// path says little; what counts is whether what `path` resolves to changed
+/// ([`Identity`]), checked after every batch of events in the watched directories:
+/// `path`'s own and, if it resolves elsewhere, the target's (in-place edits there).
 fn watch_file(path: &Path, changed: Arc<Notify>) -> anyhow::Result<Debouncer<RecommendedWatcher>> {
-    let path = path.canonicalize()?;
-    let dir = path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
+    let given = std::path::absolute(path)?;
+    let dirs: BTreeSet<PathBuf> = [given.clone(), given.canonicalize()?]
+        .iter()
+        .filter_map(|file| file.parent().map(Path::to_path_buf))
+        .collect();
+    let mut last = Identity::of(&given);
     let mut debouncer = new_debouncer(DEBOUNCE, move |result: DebounceEventResult| {
-        if let Ok(events) = result
-            && events.iter().any(|event| event.path == path)
-        {
+        if result.is_err() {
+            return;
+        }
+        let now = Identity::of(&given);
+        if now != last {
+            last = now;
             changed.notify_one();
         }
     })?;
-    debouncer
-        .watcher()
-        .watch(&dir, RecursiveMode::NonRecursive)?;
+    for dir in &dirs {
+        debouncer
+            .watcher()
+            .watch(dir, RecursiveMode::NonRecursive)?;
+    }
     Ok(debouncer)
+}
+
+/// What the config path resolves to now, without reading it: the file at the end of
+/// its symlinks and that file's device, inode, size and modification time. A rename
+/// or symlink swap changes the inode or target; a write in place the size or mtime.
+/// `None`s when it does not resolve (removed): a change too.
+#[derive(PartialEq)]
+struct Identity {
+    target: Option<PathBuf>,
+    file: Option<(u64, u64, u64, Option<SystemTime>)>,
+}
+
+impl Identity {
+    fn of(path: &Path) -> Identity {
+        Identity {
+            target: path.canonicalize().ok(),
+            file: std::fs::metadata(path)
+                .ok()
+                .map(|meta| (meta.dev(), meta.ino(), meta.len(), meta.modified().ok())),
+        }
+    }
 }
