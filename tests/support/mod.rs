@@ -128,6 +128,15 @@ impl Server {
         Self::launch(command, &temp_dir("data"))
     }
 
+    /// Like `start_config`, logging what the tracing filter `log` lets through
+    /// (`WEDGE_LOG`; the others log at `info`).
+    pub fn start_config_logging(config: &Path, args: &[&str], log: &str) -> Server {
+        let mut command = Command::new(wedge_bin());
+        command.arg("serve").arg("--config").arg(config).args(args);
+        command.env("WEDGE_LOG", log);
+        Self::launch(command, &temp_dir("data"))
+    }
+
     /// Starts `wedge dev DIR --port 0 --tls-port 0 ARGS...`. Guest crates of all
     /// tests build into one target dir, so dependencies build once per run (give
     /// each test's crate its own name: the component's file is named after it).
@@ -143,9 +152,11 @@ impl Server {
     }
 
     fn launch(mut command: Command, data_dir: &Path) -> Server {
+        if !command.get_envs().any(|(key, _)| key == "WEDGE_LOG") {
+            command.env("WEDGE_LOG", "info");
+        }
         let mut child = command
             .env("WEDGE_DATA_DIR", data_dir)
-            .env("WEDGE_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

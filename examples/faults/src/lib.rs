@@ -10,6 +10,17 @@
 //! - `/memory`: allocates and touches 1 MiB blocks, keeping them all, until
 //!   allocation fails (a trap, under the host's memory cap).
 //! - `/no-response`: returns without ever setting the response-outparam.
+//! - `/stack-overflow`: recurses without end until the call stack is exhausted (a
+//!   trap).
+//! - `/respond-twice`: sends a whole 200 response (head, body, finish), then sets
+//!   the response-outparam a second time through its old handle (a trap: the
+//!   handle was consumed by the first).
+//! - `/write-after-finish`: sends a whole 200 response, then writes to its body
+//!   stream through the stream's old handle after finishing the body (a trap).
+//! - `/huge-headers?kib=N`: answers 200 with N header fields of 1 KiB each
+//!   (`x-huge-0000` …). Past what the host lets a guest build (wasmtime's limit
+//!   for a `fields`) the host traps the guest in the call that goes over it; a
+//!   host that refused with an error instead would see the guest panic naming it.
 //! - `/sleep?ms=N`: waits N ms on a monotonic-clock pollable (no CPU burn),
 //!   then answers `200 slept N\n`.
 //! - `/stdout`: prints `hello from the guest` to stdout and
@@ -25,7 +36,8 @@ use wasip2::http::types::{
 };
 
 const USAGE: &str = "faults: try /trap-before-head, /trap-mid-body, /cpu-loop, /memory, \
-                     /no-response, /sleep?ms=N, /stdout, /sandbox\n";
+                     /no-response, /stack-overflow, /respond-twice, /write-after-finish, \
+                     /huge-headers?kib=N, /sleep?ms=N, /stdout, /sandbox\n";
 
 struct Faults;
 
@@ -42,6 +54,22 @@ impl wasip2::exports::http::incoming_handler::Guest for Faults {
             "/cpu-loop" => cpu_loop(),
             "/memory" => exhaust_memory(),
             "/no-response" => drop(out), // never set: the host must notice
+            "/stack-overflow" => {
+                let depth = recurse(black_box(0));
+                respond(
+                    out,
+                    200,
+                    format!("returned from depth {depth}\n").as_bytes(),
+                );
+            }
+            "/respond-twice" => respond_twice(out),
+            "/write-after-finish" => write_after_finish(out),
+            "/huge-headers" => {
+                match query_param(query, "kib").and_then(|v| v.parse::<usize>().ok()) {
+                    Some(kib) => huge_headers(out, kib),
+                    None => respond(out, 400, b"usage: /huge-headers?kib=N\n"),
+                }
+            }
             "/sleep" => match query_param(query, "ms").and_then(|v| v.parse::<u64>().ok()) {
                 Some(ms) => {
                     // Announced first, so a test can tell the request is in flight.
@@ -103,6 +131,81 @@ fn exhaust_memory() -> ! {
         block.resize(MIB, 0xA5u8);
         kept.push(black_box(block));
     }
+}
+
+/// Calls itself without end; each frame keeps a live value on the wasm stack, so
+/// neither the compiler nor the engine can fold the recursion away.
+#[allow(unconditional_recursion)] // the point: only the stack limit ends it
+fn recurse(depth: u64) -> u64 {
+    let below = recurse(black_box(depth + 1));
+    black_box(below.wrapping_add(depth))
+}
+
+/// A 200 head (no `content-length`: its end is the body's finish) and its body
+/// stream, the response already set in `out`.
+fn open_response(out: ResponseOutparam) -> (OutgoingBody, wasip2::io::streams::OutputStream) {
+    let response = OutgoingResponse::new(Fields::new());
+    response.set_status_code(200).expect("valid status");
+    let body = response.body().expect("body taken once");
+    ResponseOutparam::set(out, Ok(response));
+    let stream = body.write().expect("stream taken once");
+    (body, stream)
+}
+
+/// A whole response, then the outparam set again through its consumed handle.
+fn respond_twice(out: ResponseOutparam) {
+    let handle = out.handle();
+    let (body, stream) = open_response(out);
+    stream
+        .blocking_write_and_flush(b"first response\n")
+        .expect("write the body");
+    drop(stream);
+    OutgoingBody::finish(body, None).expect("finish body");
+    // SAFETY (of the guest's own memory): only the handle is reused, and the
+    // host must refuse it.
+    let again = unsafe { ResponseOutparam::from_handle(handle) };
+    let response = OutgoingResponse::new(Fields::new());
+    ResponseOutparam::set(again, Ok(response));
+    unreachable!("the host accepted a second response");
+}
+
+/// A whole response, then a write to its body stream after the body was finished.
+fn write_after_finish(out: ResponseOutparam) {
+    let (body, stream) = open_response(out);
+    stream
+        .blocking_write_and_flush(b"finished body\n")
+        .expect("write the body");
+    let handle = stream.handle();
+    drop(stream);
+    OutgoingBody::finish(body, None).expect("finish body");
+    // SAFETY (of the guest's own memory): only the handle is reused, and the
+    // host must refuse it.
+    let stale = unsafe { wasip2::io::streams::OutputStream::from_handle(handle) };
+    let _ = stale.write(b"after the finish\n");
+    unreachable!("the host accepted a write after the body's finish");
+}
+
+/// `kib` header fields of 1 KiB each; a refusal by the host is a panic naming it
+/// (wasmtime traps instead, past its limit).
+fn huge_headers(out: ResponseOutparam, kib: usize) {
+    let headers = Fields::new();
+    let value = vec![b'h'; 1024 - "x-huge-0000".len()];
+    for i in 0..kib {
+        if let Err(err) = headers.append(&format!("x-huge-{i:04}"), &value) {
+            panic!("faults: the host refused header field {i} ({kib} KiB asked): {err:?}");
+        }
+    }
+    let response = OutgoingResponse::new(headers);
+    response.set_status_code(200).expect("valid status");
+    let body = response.body().expect("body taken once");
+    ResponseOutparam::set(out, Ok(response));
+    let stream = body.write().expect("stream taken once");
+    let text = format!("{kib} KiB of headers\n");
+    stream
+        .blocking_write_and_flush(text.as_bytes())
+        .expect("write the body");
+    drop(stream);
+    OutgoingBody::finish(body, None).expect("finish body");
 }
 
 /// What the sandbox lets through: environment variables and the filesystem.

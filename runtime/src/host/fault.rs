@@ -77,7 +77,9 @@ impl Fault {
         }
         match err.downcast_ref::<wasmtime::Trap>() {
             Some(trap) => Fault::Trap(trap.to_string()),
-            None => Fault::Trap(one_line(&format!("{err:#}"))),
+            // A host call that failed (a stale handle, fields past their limit): the
+            // cause is the innermost error; the outer ones are the wasm backtrace.
+            None => Fault::Trap(one_line(&err.root_cause().to_string())),
         }
     }
 }
