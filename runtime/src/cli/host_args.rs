@@ -1,5 +1,6 @@
 //! The flags `wedge serve` and `wedge dev` share: per-request limits, TLS material,
-//! draining, the data dir, the HTTP/2 and HTTP/3 engines' settings and outbound HTTP.
+//! draining, the data dir, connection timeouts, the HTTP/2 and HTTP/3 engines' settings
+//! and outbound HTTP.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 use clap::builder::TypedValueParser;
 
+use super::conn_args::ConnArgs;
 use super::h2_args::H2Args;
 use super::h3_args::H3Args;
 use super::outbound_args::OutboundArgs;
@@ -83,6 +85,9 @@ pub struct HostArgs {
     /// Where wedge keeps its data (precompiled components, certificates).
     #[arg(long, env = "WEDGE_DATA_DIR")]
     data_dir: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub conn: ConnArgs,
 
     #[command(flatten)]
     pub h2: H2Args,

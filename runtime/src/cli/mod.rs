@@ -2,6 +2,7 @@
 
 mod admin_args;
 mod config_watch;
+mod conn_args;
 mod deploy;
 mod dev;
 mod guest_build;

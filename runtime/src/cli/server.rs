@@ -83,7 +83,9 @@ where
         None => None,
     };
     runtime.block_on(async move {
-        let listeners = Listeners::bind(addresses.plain, addresses.tls, h3.is_some()).await?;
+        let listeners = Listeners::bind(addresses.plain, addresses.tls, h3.is_some())
+            .await?
+            .with_timeouts(args.conn.to_timeouts());
         let engine = host::build_engine(&PoolConfig {
             max_memory: largest_memory,
             max_instances: args.max_instances(),

@@ -61,6 +61,65 @@ struct ProtocolLabels {
     protocol: &'static str,
 }
 
+/// Why wedge ended a TCP connection other than in an orderly way (a peer fault), as
+/// `wedge_connections_closed_total` labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// No protocol within the handshake timeout: the TLS handshake, or the first bytes
+    /// on the cleartext port (or HTTP/2's preface and SETTINGS), did not arrive in time.
+    HandshakeTimeout,
+    /// The TLS handshake failed (not TLS, no shared version or cipher, ...).
+    TlsError,
+    /// A request head not whole within the header read timeout (slowloris).
+    HeaderTimeout,
+    /// HTTP/2: no streams for the idle timeout.
+    IdleTimeout,
+    /// HTTP/2: every response blocked on a zero window for the zero-window timeout.
+    ZeroWindowTimeout,
+    /// HTTP/2: the peer took none of what was written for the write timeout.
+    WriteTimeout,
+    /// The peer reset the connection (or it broke) while wedge read or wrote.
+    Reset,
+    /// The peer closed its side in the middle of a request.
+    Incomplete,
+    /// The peer broke the protocol (an HTTP/2 connection error, an HTTP/1.1 message
+    /// that does not parse).
+    ProtocolError,
+}
+
+impl CloseReason {
+    const ALL: [CloseReason; 9] = [
+        CloseReason::HandshakeTimeout,
+        CloseReason::TlsError,
+        CloseReason::HeaderTimeout,
+        CloseReason::IdleTimeout,
+        CloseReason::ZeroWindowTimeout,
+        CloseReason::WriteTimeout,
+        CloseReason::Reset,
+        CloseReason::Incomplete,
+        CloseReason::ProtocolError,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            CloseReason::HandshakeTimeout => "handshake_timeout",
+            CloseReason::TlsError => "tls_error",
+            CloseReason::HeaderTimeout => "header_timeout",
+            CloseReason::IdleTimeout => "idle_timeout",
+            CloseReason::ZeroWindowTimeout => "zero_window_timeout",
+            CloseReason::WriteTimeout => "write_timeout",
+            CloseReason::Reset => "reset",
+            CloseReason::Incomplete => "incomplete",
+            CloseReason::ProtocolError => "protocol_error",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CloseLabels {
+    reason: &'static str,
+}
+
 /// One protocol's handles.
 struct ProtocolMetrics {
     connections: Counter,
@@ -74,6 +133,7 @@ pub struct Metrics {
     registry: Registry,
     apps: app::Families,
     protocols: [ProtocolMetrics; 3],
+    closed: [Counter; CloseReason::ALL.len()],
 }
 
 impl std::fmt::Debug for Metrics {
@@ -128,10 +188,23 @@ impl Metrics {
                 unrouted: unrouted.get_or_create_owned(&labels),
             }
         });
+        let closed = Family::<CloseLabels, Counter>::default();
+        registry.register(
+            "connections_closed",
+            "TCP connections wedge ended for a peer fault (a timeout, a failed TLS handshake, \
+             a reset, a protocol error), by reason",
+            closed.clone(),
+        );
+        let closed = CloseReason::ALL.map(|reason| {
+            closed.get_or_create_owned(&CloseLabels {
+                reason: reason.label(),
+            })
+        });
         Metrics {
             registry,
             apps,
             protocols,
+            closed,
         }
     }
 
@@ -151,6 +224,11 @@ impl Metrics {
     /// Counts a request being answered over `protocol` until the guard is dropped.
     pub(crate) fn stream(&self, protocol: Protocol) -> Open {
         Open::new(&self.protocol(protocol).streams_open)
+    }
+
+    /// Counts a connection ended for `reason`.
+    pub fn closed(&self, reason: CloseReason) {
+        self.closed[reason as usize].inc();
     }
 
     /// Counts a request no route matched.

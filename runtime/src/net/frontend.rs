@@ -11,7 +11,7 @@ use super::access_log::AccessLog;
 use super::response_hook::ResponseHook;
 use super::tally::{TalliedBody, Tally};
 use crate::host::{RequestScheme, ResponseBody, Site, plain};
-use crate::metrics::{Metrics, Open, Protocol};
+use crate::metrics::{CloseReason, Metrics, Open, Protocol};
 
 /// One listener's way to the apps; cheap to clone per connection.
 #[derive(Clone)]
@@ -43,6 +43,13 @@ impl Frontend {
     /// Counts a connection over `protocol` as open until the guard is dropped.
     pub fn connection(&self, protocol: Protocol) -> Option<Open> {
         self.metrics.as_ref().map(|m| m.connection(protocol))
+    }
+
+    /// Counts a connection ended for a peer fault.
+    pub fn closed(&self, reason: CloseReason) {
+        if let Some(metrics) = &self.metrics {
+            metrics.closed(reason);
+        }
     }
 
     /// The same way to the apps, with `hook` applied to every response.

@@ -22,11 +22,32 @@ use super::rewind::Rewind;
 use super::sniff::{Cleartext, sniff};
 use super::tls::{self, Negotiated};
 use crate::host::RequestScheme;
-use crate::metrics::Protocol;
+use crate::metrics::{CloseReason, Protocol};
 
 /// How long a new connection may take to say which protocol it speaks
-/// (TLS handshake, or the first bytes on the cleartext port).
+/// (TLS handshake, or the first bytes on the cleartext port), by default.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a TCP connection may take at the stages before HTTP/2's own timeouts
+/// (`H2Config`) take over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnTimeouts {
+    /// The TLS handshake, or on the cleartext port the first bytes (enough to tell
+    /// HTTP/1.1 from h2c's preface).
+    pub handshake: Duration,
+    /// An HTTP/1.1 request head, from when wedge starts waiting for it (on a kept-alive
+    /// connection: from the end of the previous response) to its last octet.
+    pub h1_header_read: Duration,
+}
+
+impl Default for ConnTimeouts {
+    fn default() -> Self {
+        ConnTimeouts {
+            handshake: HANDSHAKE_TIMEOUT,
+            h1_header_read: super::h1::HEADER_READ_TIMEOUT,
+        }
+    }
+}
 
 /// The bound listeners, not yet accepting.
 pub struct Listeners {
@@ -34,6 +55,7 @@ pub struct Listeners {
     tls: Option<TcpListener>,
     /// HTTP/3's socket: the TLS address, over UDP.
     quic: Option<std::net::UdpSocket>,
+    timeouts: ConnTimeouts,
 }
 
 /// HTTP/3 beside the TLS listener: quinn's server config (the TLS listener's
@@ -49,6 +71,7 @@ struct Shared {
     /// Cleartext's way to the app; TLS connections add their response hook.
     frontend: Frontend,
     h2: Arc<H2Config>,
+    timeouts: ConnTimeouts,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -84,7 +107,17 @@ impl Listeners {
             }
             _ => None,
         };
-        Ok(Listeners { plain, tls, quic })
+        Ok(Listeners {
+            plain,
+            tls,
+            quic,
+            timeouts: ConnTimeouts::default(),
+        })
+    }
+
+    /// The same listeners, closing connections past `timeouts`.
+    pub fn with_timeouts(self, timeouts: ConnTimeouts) -> Listeners {
+        Listeners { timeouts, ..self }
     }
 
     /// The cleartext address actually bound (port 0 resolved).
@@ -146,6 +179,7 @@ impl Listeners {
         let shared = Shared {
             frontend,
             h2,
+            timeouts: self.timeouts,
             shutdown: shutdown_rx,
         };
         let tls_shared = Shared {
@@ -222,30 +256,55 @@ async fn accept(listener: Option<&TcpListener>) -> Option<TcpStream> {
     }
 }
 
-/// Runs `step` unless shutdown begins or the handshake timeout passes first.
-async fn before_shutdown<T>(
-    shutdown: &mut watch::Receiver<bool>,
-    step: impl Future<Output = std::io::Result<T>>,
-) -> Option<T> {
-    tokio::select! {
-        result = tokio::time::timeout(HANDSHAKE_TIMEOUT, step) => match result {
-            Ok(Ok(value)) => Some(value),
-            Ok(Err(err)) => {
-                tracing::debug!("connection failed before its first request: {err}");
-                None
-            }
-            Err(_) => {
-                tracing::debug!("connection said nothing within {HANDSHAKE_TIMEOUT:?}");
-                None
-            }
-        },
-        _ = shutdown.wait_for(|stop| *stop) => None,
+/// The peer fault an IO error on a connection shows, if it shows one: a reset (or a
+/// write to a peer gone), or TLS that failed (bad records, an alert). A TLS peer that
+/// closes without `close_notify` is not one: many clients end connections so.
+pub(crate) fn io_fault(err: &std::io::Error) -> Option<CloseReason> {
+    use std::io::ErrorKind;
+    match err.kind() {
+        ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe => {
+            Some(CloseReason::Reset)
+        }
+        ErrorKind::InvalidData => Some(CloseReason::TlsError),
+        _ => None,
     }
 }
 
+/// Runs `step` (`what` a connection does before its protocol is known) unless
+/// shutdown begins or the handshake timeout passes first; a timeout or a failure is
+/// logged and counted.
+async fn before_shutdown<T>(
+    shared: &mut Shared,
+    what: &str,
+    step: impl Future<Output = std::io::Result<T>>,
+) -> Option<T> {
+    let limit = shared.timeouts.handshake;
+    let failed = tokio::select! {
+        result = tokio::time::timeout(limit, step) => match result {
+            Ok(Ok(value)) => return Some(value),
+            Ok(Err(err)) => {
+                tracing::debug!("connection closed: {what} failed: {err}");
+                // A peer that closes mid-handshake (a TCP health check, say) left it
+                // incomplete; anything else the stream says is a fault of its own.
+                match err.kind() {
+                    std::io::ErrorKind::UnexpectedEof => CloseReason::Incomplete,
+                    _ => io_fault(&err).unwrap_or(CloseReason::Reset),
+                }
+            }
+            Err(_) => {
+                tracing::debug!("connection closed: no {what} within {limit:?}");
+                CloseReason::HandshakeTimeout
+            }
+        },
+        _ = shared.shutdown.wait_for(|stop| *stop) => return None,
+    };
+    shared.frontend.closed(failed);
+    None
+}
+
 async fn plain_connection(mut stream: TcpStream, mut shared: Shared) {
-    let Some((protocol, prefix)) = before_shutdown(&mut shared.shutdown, sniff(&mut stream)).await
-    else {
+    let sniffed = before_shutdown(&mut shared, "request bytes", sniff(&mut stream)).await;
+    let Some((protocol, prefix)) = sniffed else {
         return;
     };
     let io = Rewind::new(prefix, stream);
@@ -256,7 +315,8 @@ async fn plain_connection(mut stream: TcpStream, mut shared: Shared) {
 }
 
 async fn tls_connection(stream: TcpStream, acceptor: TlsAcceptor, mut shared: Shared) {
-    let Some(tls) = before_shutdown(&mut shared.shutdown, acceptor.accept(stream)).await else {
+    let accepted = before_shutdown(&mut shared, "TLS handshake", acceptor.accept(stream)).await;
+    let Some(tls) = accepted else {
         return;
     };
     match tls::negotiated(tls.get_ref().1) {
@@ -270,7 +330,8 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let _open = shared.frontend.connection(Protocol::H1);
-    super::h1::serve(io, shared.frontend, scheme, shared.shutdown).await
+    let header_read = shared.timeouts.h1_header_read;
+    super::h1::serve(io, shared.frontend, scheme, shared.shutdown, header_read).await
 }
 
 async fn serve_h2<IO>(io: IO, shared: Shared, scheme: RequestScheme)

@@ -30,7 +30,9 @@ pub use crate::net::request_body::{BodyGone, ConnStats, RequestBody};
 pub use config::H2Config;
 
 use crate::host::RequestScheme;
+use crate::metrics::CloseReason;
 use crate::net::frontend::Frontend;
+use crate::net::listener::io_fault;
 use crate::net::request_body::{Inbox, InboxPool};
 use response::{Outgoing, Progress};
 use write_queue::WriteQueue;
@@ -48,8 +50,10 @@ pub async fn serve<IO>(
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let stats = Arc::new(ConnStats::default());
-    let handler = AppHandler::new(frontend, scheme, http::Version::HTTP_2);
-    serve_with(io, handler, shutdown, config, stats).await
+    let handler = AppHandler::new(frontend.clone(), scheme, http::Version::HTTP_2);
+    if let Some(reason) = run(io, handler, shutdown, config, stats).await {
+        frontend.closed(reason);
+    }
 }
 
 /// [`serve`] with any [`Handler`], reporting into `stats`.
@@ -63,8 +67,24 @@ pub async fn serve_with<IO, H>(
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Handler,
 {
+    run(io, handler, shutdown, config, stats).await;
+}
+
+/// [`serve_with`], telling the peer fault that ended the connection, if one did.
+async fn run<IO, H>(
+    io: IO,
+    handler: H,
+    shutdown: watch::Receiver<bool>,
+    config: Arc<H2Config>,
+    stats: Arc<ConnStats>,
+) -> Option<CloseReason>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Handler,
+{
     let mut driver = Driver::new(io, handler, shutdown, config, stats);
     std::future::poll_fn(|cx| driver.poll(cx)).await;
+    driver.fault
 }
 
 /// Read at most this much per read call.
@@ -135,6 +155,8 @@ struct Driver<IO, H: Handler> {
     /// The core's DATA octets sent when last looked at.
     last_data_sent: u64,
     closing: Closing,
+    /// The peer fault the connection is ending for, if any.
+    fault: Option<CloseReason>,
 }
 
 /// What the connection's one timer is measuring.
@@ -185,6 +207,7 @@ where
             last_written: 0,
             last_data_sent: 0,
             closing: Closing::No,
+            fault: None,
             config,
         }
     }
@@ -202,6 +225,7 @@ where
                 Poll::Ready(Ok(turned)) => progress |= turned,
                 Poll::Ready(Err(err)) => {
                     tracing::debug!("http/2 write failed: {err}");
+                    self.fault = self.fault.or(io_fault(&err));
                     self.peer_gone();
                     return Poll::Ready(());
                 }
@@ -256,6 +280,7 @@ where
             Poll::Pending => return false,
             Poll::Ready(Err(err)) => {
                 tracing::debug!("http/2 read failed: {err}");
+                self.fault = self.fault.or(io_fault(&err));
                 self.close_now();
                 return true;
             }
@@ -276,6 +301,7 @@ where
             Ok(used) => self.dispatch(used),
             Err(err) => {
                 tracing::debug!("http/2 connection error: {:?}", err.0);
+                self.fault.get_or_insert(CloseReason::ProtocolError);
                 self.close_now();
             }
         }
@@ -486,14 +512,28 @@ where
         self.deadline = None;
         if deadline == stuck {
             tracing::debug!(
-                "http/2 peer took nothing written for {:?}",
+                "http/2 connection closed: the peer took nothing written for {:?}",
                 self.config.write_timeout
             );
+            self.fault.get_or_insert(CloseReason::WriteTimeout);
             // Nothing more can reach the peer, a GOAWAY included.
             self.closing = Closing::Abandon;
             return true;
         }
-        tracing::debug!("http/2 connection timed out waiting: {wait:?}");
+        let (what, reason) = match wait {
+            Wait::Handshake => ("no preface and SETTINGS", CloseReason::HandshakeTimeout),
+            Wait::Head => ("a header block unfinished", CloseReason::HeaderTimeout),
+            Wait::Idle => ("no stream", CloseReason::IdleTimeout),
+            Wait::ZeroWindow | Wait::Nothing => (
+                "every response on a zero window",
+                CloseReason::ZeroWindowTimeout,
+            ),
+        };
+        tracing::debug!(
+            "http/2 connection closed: {what} for {:?}",
+            limit.unwrap_or_default()
+        );
+        self.fault.get_or_insert(reason);
         self.fired = true;
         self.conn.go_away(self.queue.stage());
         if wait != Wait::Idle {
