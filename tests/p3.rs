@@ -270,3 +270,29 @@ fn instance_reuse_bounds_the_requests_of_one_p3_instance() {
         ]
     );
 }
+
+#[test]
+fn a_trap_after_the_head_cuts_the_body_off() {
+    let wedge = Metered::start(&[app("probe", "p3_probe", "/probe", "")]);
+    let url = format!("{}/probe/trap-mid-body", wedge.server().url);
+    for protocol in ["--http1.1", "--http2-prior-knowledge"] {
+        let out = curl(&[protocol, "-w", "\n%{http_code}", &url]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (body, status) = text.rsplit_once('\n').unwrap();
+        // The head may or may not reach the client before the body is cut off.
+        assert!(["200", "000"].contains(&status), "{protocol}: {status}");
+        assert!(
+            body.len() <= 3 * 4096 && body.bytes().all(|b| b == b'x'),
+            "{protocol}"
+        );
+        // curl exits 0 only for a body that ended cleanly (18: partial, 56: reset,
+        // 92: HTTP/2 stream error).
+        assert!(
+            !out.status.success(),
+            "{protocol}: a trapped instance's body must not end cleanly"
+        );
+    }
+    // Counted once per request, as a trap after the head on a fresh instance is.
+    let traps = [("app", "probe"), ("kind", "trap")];
+    assert_eq!(wedge.samples().get("wedge_guest_faults_total", &traps), 2.0);
+}

@@ -13,6 +13,9 @@
 //! - `…/sleep?ms=N`: never reads its body; waits N ms, then answers `200 slept N\n`.
 //! - `…/spin?ms=N`: runs guest code (a busy loop) for N ms, then `200 spun N\n`.
 //! - `…/trap`: panics (a trap), failing the instance and every request on it.
+//! - `…/trap-mid-body`: a `200` head, three chunks of 4096 bytes (`x`), each written
+//!   once the host took the one before, then a panic in the task writing the body:
+//!   the client must see the body cut off, never ended.
 //! - `…/count`: `200 served K\n`, K being the requests this instance has seen
 //!   (state kept between requests of one instance).
 //! - anything else: `200` with this list.
@@ -25,7 +28,7 @@ use wasip3::wit_bindgen::StreamResult;
 use wasip3::{wit_future, wit_stream};
 
 const USAGE: &str =
-    "p3-probe: try /stream, /barrier?n=N, /sleep?ms=N, /spin?ms=N, /trap, /count\n";
+    "p3-probe: try /stream, /barrier?n=N, /sleep?ms=N, /spin?ms=N, /trap, /trap-mid-body, /count\n";
 const MILLISECOND: u64 = 1_000_000;
 
 /// Requests this instance has seen, and those that reached `/barrier`.
@@ -44,7 +47,10 @@ impl wasip3::exports::http::handler::Guest for Probe {
         };
         let number = |name| query_param(query, name).and_then(|v| v.parse::<u64>().ok());
         match path.rsplit('/').next().unwrap_or_default() {
-            "stream" => Ok(respond(200, (0..8u8).map(|i| vec![b'a' + i; 1024]).collect())),
+            "stream" => Ok(respond(
+                200,
+                (0..8u8).map(|i| vec![b'a' + i; 1024]).collect(),
+            )),
             "barrier" => {
                 let Some(n) = number("n") else {
                     return Ok(text(400, "usage: /barrier?n=N\n"));
@@ -82,6 +88,23 @@ impl wasip3::exports::http::handler::Guest for Probe {
                 None => Ok(text(400, "usage: /spin?ms=N\n")),
             },
             "trap" => panic!("p3-probe: trap on demand"),
+            "trap-mid-body" => {
+                let (mut body_tx, body_rx) = wit_stream::new();
+                let (trailers_tx, trailers_rx) = wit_future::new(|| Ok(None));
+                let (response, _sent) = Response::new(Fields::new(), Some(body_rx), trailers_rx);
+                wasip3::spawn(async move {
+                    // The body is never finished: its trailers stay unwritten.
+                    let _unfinished = trailers_tx;
+                    // A write returns once the host took the chunk, and the host
+                    // takes one only after the engine took the one before: by the
+                    // third, the head and the first chunk are on their way.
+                    for _ in 0..3 {
+                        body_tx.write_all(vec![b'x'; 4096]).await;
+                    }
+                    panic!("p3-probe: trap after the head and 12288 bytes");
+                });
+                Ok(response)
+            }
             "count" => Ok(text(200, &format!("served {seen}\n"))),
             _ => Ok(text(200, USAGE)),
         }

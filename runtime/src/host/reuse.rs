@@ -109,6 +109,7 @@ impl App {
                     ResponseBody::Reused(ReusedBody {
                         inner: body,
                         accepted,
+                        app: self.clone(),
                         _slot: slot,
                     })
                 });
@@ -457,10 +458,12 @@ impl WorkerExpiration for Expiry {
 
 /// A reused instance's response body. wasmtime ends a body cleanly when the instance
 /// behind it is dropped, trap or not, so its end counts as one only while the instance
-/// has not failed; the app's slot is held until the body is done.
+/// has not failed (else the fault is reported for this request, as the fresh path
+/// reports a fault after the head); the app's slot is held until the body is done.
 pub struct ReusedBody {
     inner: WasiBody,
     accepted: Arc<OnceLock<Arc<Shared>>>,
+    app: Arc<App>,
     _slot: Slot,
 }
 
@@ -478,10 +481,19 @@ impl Body for ReusedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        match ready!(Pin::new(&mut self.inner).poll_frame(cx)) {
-            Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
-            Some(Err(err)) => Poll::Ready(Some(Err(BodyError::Guest(err)))),
-            None => Poll::Ready(self.failure().map(|fault| Err(BodyError::Aborted(fault)))),
+        let ended = match ready!(Pin::new(&mut self.inner).poll_frame(cx)) {
+            Some(Ok(frame)) => return Poll::Ready(Some(Ok(frame))),
+            Some(Err(err)) => Some(err),
+            None => None,
+        };
+        // An end or an error after the instance failed is the failure's doing.
+        match (self.failure(), ended) {
+            (Some(fault), _) => {
+                self.app.report(&fault);
+                Poll::Ready(Some(Err(BodyError::Aborted(fault))))
+            }
+            (None, Some(err)) => Poll::Ready(Some(Err(BodyError::Guest(err)))),
+            (None, None) => Poll::Ready(None),
         }
     }
 
