@@ -87,6 +87,32 @@ fn bad_flags_and_values_are_refused() {
 }
 
 #[test]
+fn instance_reuse_flags_are_checked() {
+    let hello = example("hello").display().to_string();
+    fails_with(
+        &["serve", &hello, "--instance-reuse", "0"],
+        "--instance-reuse",
+    );
+    fails_with(
+        &["serve", &hello, "--instance-concurrency", "0"],
+        "--instance-concurrency",
+    );
+    fails_with(
+        &["serve", &hello, "--instance-idle", "0s"],
+        "must be more than zero",
+    );
+    // Per-app settings come from the file beside --config, like the other limits.
+    let config = file_with("wedge.toml", b"listen = \"127.0.0.1:0\"\n");
+    let out = wedge(
+        &["serve", "--config", &config, "--instance-reuse", "2"],
+        &temp_dir("cli"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--instance-reuse"), "{stderr}");
+}
+
+#[test]
 fn a_directory_without_a_crate_is_refused() {
     let dir = temp_dir("empty-dir").display().to_string();
     fails_with(&["serve", &dir], "without a Cargo.toml");
