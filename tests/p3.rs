@@ -99,6 +99,20 @@ async fn p3_hello_echo_and_stream_over_h3() {
     assert_eq!((status.as_u16(), body), (200, streamed()));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_1_mib_p3_echo_flows_through_a_64_kib_h3_stream_window() {
+    let wedge =
+        tokio::task::spawn_blocking(|| Metered::start(&[app("echo", "echo_p3", "/echo", "")]))
+            .await
+            .unwrap();
+    // The guest's body is taken a chunk at a time, only as QUIC accepts the last.
+    let mut requests = wedge.h3.connect_with(Some(64 * 1024)).await;
+    let sent = pattern(1024 * 1024, 17);
+    let (status, echoed) = exchange(&mut requests, "POST", "/echo", Some(sent.clone())).await;
+    assert_eq!(status, 200);
+    assert_eq!(sha256(&echoed), sha256(&sent));
+}
+
 /// An h2c connection to the real binary's cleartext listener.
 async fn h2c(server: &Server) -> SendRequest<Bytes> {
     h2_support::client_with(
