@@ -12,10 +12,9 @@ mod support;
 use std::time::Duration;
 
 use bytes::Bytes;
-use h2::client::SendRequest;
 use h2_support::{TestServer, fill_one_window, post, read_body};
 use h3_support::exchange;
-use metered::{Metered, app};
+use metered::{Metered, answer, app, h2c, park_at_barrier, send};
 use support::{Server, curl, example, pattern, sha256, temp_dir};
 use wedge::net::h2::H2Config;
 
@@ -111,58 +110,6 @@ async fn a_1_mib_p3_echo_flows_through_a_64_kib_h3_stream_window() {
     let (status, echoed) = exchange(&mut requests, "POST", "/echo", Some(sent.clone())).await;
     assert_eq!(status, 200);
     assert_eq!(sha256(&echoed), sha256(&sent));
-}
-
-/// An h2c connection to the real binary's cleartext listener.
-async fn h2c(server: &Server) -> SendRequest<Bytes> {
-    h2_support::client_with(
-        server.authority().parse().unwrap(),
-        h2::client::Builder::new(),
-    )
-    .await
-}
-
-/// Sends GET `path` on `client`; the response, to be awaited later.
-fn send(client: &mut SendRequest<Bytes>, path: &str) -> h2::client::ResponseFuture {
-    let request = http::Request::get(format!("http://localhost{path}"))
-        .body(())
-        .unwrap();
-    client.send_request(request, true).unwrap().0
-}
-
-/// Status and body of a response sent with [`send`].
-async fn answer(response: h2::client::ResponseFuture) -> (u16, String) {
-    let response = response.await.unwrap();
-    let status = response.status().as_u16();
-    let body = read_body(response.into_body()).await;
-    (status, String::from_utf8(body).unwrap())
-}
-
-/// A barrier request parked in the guest: its response to come, and its request
-/// body, still open.
-type Parked = (h2::client::ResponseFuture, h2::SendStream<Bytes>);
-
-/// Sends `count` barrier requests one after the other, each once the previous one is
-/// inside the guest (it printed its arrival). Their bodies stay open: the guest
-/// reads them to the end before its barrier, so until then it runs no code and the
-/// instance has room for the next request.
-async fn park_at_barrier(
-    wedge: &Metered,
-    client: &mut SendRequest<Bytes>,
-    count: usize,
-    n: usize,
-) -> Vec<Parked> {
-    let mut parked = Vec::new();
-    for k in 1..=count {
-        let request = http::Request::post(format!("http://localhost/probe/barrier?n={n}"))
-            .body(())
-            .unwrap();
-        parked.push(client.send_request(request, false).unwrap());
-        wedge
-            .server()
-            .wait_for_log(&format!("p3-probe: arrived {k}\n"));
-    }
-    parked
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,11 +4,12 @@
 //! through the admin API's `wedge_instances_created_total` and
 //! `wedge_instances_running`.
 
+mod h2_support;
 mod h3_support;
 mod metered;
 mod support;
 
-use metered::{Metered, app};
+use metered::{Metered, answer, app, h2c, park_at_barrier, send};
 use support::{curl, poll_until};
 
 /// GET `path`: status and body.
@@ -130,4 +131,26 @@ fn the_wall_clock_limit_applies_to_each_request_of_a_reused_instance() {
     let samples = wedge.samples();
     let wall = [("app", "probe"), ("kind", "wall_timeout")];
     assert_eq!(samples.get("wedge_guest_faults_total", &wall), 1.0);
+}
+
+#[test]
+fn admission_stays_in_front_of_reused_instances() {
+    let limits = "max_concurrent = 1\nqueue = 0";
+    let wedge = Metered::start(&[app("probe", "p3_probe", "/probe", limits)]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut client = h2c(wedge.server()).await;
+        let _parked = park_at_barrier(&wedge, &mut client, 1, 99).await;
+        // The instance has room for 15 more, but the app's one slot is taken.
+        let refused = send(&mut client, "/probe/count");
+        let (status, body) = answer(refused).await;
+        assert_eq!(status, 503, "{body}");
+    });
+    let refused = [("app", "probe")];
+    assert_eq!(
+        wedge
+            .samples()
+            .get("wedge_admission_refused_total", &refused),
+        1.0
+    );
 }

@@ -1,11 +1,14 @@
 //! A wedge serving a wedge.toml of given apps with the admin API on, and the
 //! instance counts its `/metrics` reports: how tests see which instance served what
-//! without asking the guest.
+//! without asking the guest. And h2c requests that park in `p3-probe`'s barrier.
 
 #![allow(dead_code)] // each test binary uses its own subset
 
 #[path = "../../runtime/src/metrics/parse_text.rs"]
 mod parse_text;
+
+use bytes::Bytes;
+use h2::client::SendRequest;
 
 use crate::h3_support::H3Server;
 use crate::support::{Server, curl, example, temp_dir};
@@ -83,4 +86,56 @@ impl Metered {
         self.samples()
             .get("wedge_instances_running", &[("app", app)])
     }
+}
+
+/// An h2c connection to the real binary's cleartext listener.
+pub async fn h2c(server: &Server) -> SendRequest<Bytes> {
+    crate::h2_support::client_with(
+        server.authority().parse().unwrap(),
+        h2::client::Builder::new(),
+    )
+    .await
+}
+
+/// Sends GET `path` on `client`; the response, to be awaited later.
+pub fn send(client: &mut SendRequest<Bytes>, path: &str) -> h2::client::ResponseFuture {
+    let request = http::Request::get(format!("http://localhost{path}"))
+        .body(())
+        .unwrap();
+    client.send_request(request, true).unwrap().0
+}
+
+/// Status and body of a response sent with [`send`].
+pub async fn answer(response: h2::client::ResponseFuture) -> (u16, String) {
+    let response = response.await.unwrap();
+    let status = response.status().as_u16();
+    let body = crate::h2_support::read_body(response.into_body()).await;
+    (status, String::from_utf8(body).unwrap())
+}
+
+/// A barrier request parked in the guest: its response to come, and its request
+/// body, still open.
+pub type Parked = (h2::client::ResponseFuture, h2::SendStream<Bytes>);
+
+/// Sends `count` barrier requests one after the other, each once the previous one is
+/// inside the guest (it printed its arrival). Their bodies stay open: the guest
+/// reads them to the end before its barrier, so until then it runs no code and the
+/// instance has room for the next request.
+pub async fn park_at_barrier(
+    wedge: &Metered,
+    client: &mut SendRequest<Bytes>,
+    count: usize,
+    n: usize,
+) -> Vec<Parked> {
+    let mut parked = Vec::new();
+    for k in 1..=count {
+        let request = http::Request::post(format!("http://localhost/probe/barrier?n={n}"))
+            .body(())
+            .unwrap();
+        parked.push(client.send_request(request, false).unwrap());
+        wedge
+            .server()
+            .wait_for_log(&format!("p3-probe: arrived {k}\n"));
+    }
+    parked
 }
