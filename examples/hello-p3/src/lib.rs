@@ -18,7 +18,10 @@ impl wasip3::exports::http::handler::Guest for Hello {
                 "content-type".to_string(),
                 b"text/plain; charset=utf-8".to_vec(),
             ),
-            ("content-length".to_string(), BODY.len().to_string().into_bytes()),
+            (
+                "content-length".to_string(),
+                BODY.len().to_string().into_bytes(),
+            ),
         ])
         .map_err(|e| ErrorCode::InternalError(Some(format!("{e:?}"))))?;
         let (mut body_tx, body_rx) = wit_stream::new();
