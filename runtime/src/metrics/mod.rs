@@ -78,7 +78,8 @@ pub enum CloseReason {
     ZeroWindowTimeout,
     /// HTTP/2: the peer took none of what was written for the write timeout.
     WriteTimeout,
-    /// The peer reset the connection (or it broke) while wedge read or wrote.
+    /// The peer reset the connection (or it broke) while wedge read or wrote; on
+    /// HTTP/2, with requests in flight.
     Reset,
     /// The peer closed its side in the middle of a request.
     Incomplete,

@@ -225,7 +225,7 @@ where
                 Poll::Ready(Ok(turned)) => progress |= turned,
                 Poll::Ready(Err(err)) => {
                     tracing::debug!("http/2 write failed: {err}");
-                    self.fault = self.fault.or(io_fault(&err));
+                    self.fault = self.fault.or(self.io_fault(&err));
                     self.peer_gone();
                     return Poll::Ready(());
                 }
@@ -245,6 +245,16 @@ where
         // Busy every turn: let the other connections on this worker run.
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+
+    /// The peer fault an IO error shows. A reset counts only with streams in flight: a
+    /// client that closes once its responses are in, with our last frames (a SETTINGS
+    /// ACK, a WINDOW_UPDATE) unread, resets the connection without any fault.
+    fn io_fault(&self, err: &std::io::Error) -> Option<CloseReason> {
+        match io_fault(err) {
+            Some(CloseReason::Reset) if self.slots.is_empty() => None,
+            fault => fault,
+        }
     }
 
     /// Whether so much is queued for the peer that reading more must wait for a write.
@@ -280,7 +290,7 @@ where
             Poll::Pending => return false,
             Poll::Ready(Err(err)) => {
                 tracing::debug!("http/2 read failed: {err}");
-                self.fault = self.fault.or(io_fault(&err));
+                self.fault = self.fault.or(self.io_fault(&err));
                 self.close_now();
                 return true;
             }
