@@ -150,6 +150,49 @@ impl std::error::Error for BodyError {}
 /// The result of a guest call, sent when the call returns.
 pub type Outcome = Result<(), Fault>;
 
+/// What a guest call gave first.
+pub(crate) enum First<R> {
+    /// Its response (`Err`: the outparam was dropped unset), and the call's outcome
+    /// when it had already arrived (it must then reach the body's end from here).
+    Response(
+        Result<R, oneshot::error::RecvError>,
+        Option<OutcomeReceived>,
+    ),
+    /// The end of the call, with no response set.
+    Ended(OutcomeReceived),
+}
+
+/// A call's outcome as its receiver gave it.
+pub(crate) type OutcomeReceived = Result<Outcome, oneshot::error::RecvError>;
+
+/// Waits for the guest's response or the end of its call, the response first when both
+/// are in. The call sends its response before its outcome, but runs on another worker:
+/// it may send both between this select's look at the response (empty) and its look at
+/// the outcome (there). So when the outcome comes first, the response is looked at once
+/// more: a guest that answered is never taken for one that did not.
+pub(crate) async fn first<R>(
+    response_rx: &mut oneshot::Receiver<R>,
+    ended: impl Future<Output = OutcomeReceived>,
+) -> First<R> {
+    tokio::select! {
+        biased;
+        response = &mut *response_rx => First::Response(response, None),
+        outcome = ended => match response_rx.try_recv() {
+            Ok(response) => First::Response(Ok(response), Some(outcome)),
+            Err(_) => First::Ended(outcome),
+        },
+    }
+}
+
+/// A receiver that gives `outcome` (a dropped sender if the call never reported).
+pub(crate) fn delivered(outcome: OutcomeReceived) -> oneshot::Receiver<Outcome> {
+    let (tx, rx) = oneshot::channel();
+    if let Ok(outcome) = outcome {
+        let _ = tx.send(outcome);
+    }
+    rx
+}
+
 /// The guest's response body, held back at its end until the guest call has
 /// returned: wasmtime's p2 body looks finished when the store is dropped by a
 /// trap, so only an `Ok` outcome may end it cleanly.
@@ -280,5 +323,47 @@ impl Body for ResponseBody {
             ResponseBody::Guest(body) => body.inner.size_hint(),
             ResponseBody::Reused(body) => body.size_hint(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_response_sent_just_before_the_call_ended_wins() {
+        let (response_tx, mut response_rx) = oneshot::channel::<u32>();
+        let mut response_tx = Some(response_tx);
+        // The call's end, seen by the select right after the call sent its response:
+        // what a guest task on another worker does between the select's two looks.
+        let ended = std::future::poll_fn(move |_| {
+            if let Some(tx) = response_tx.take() {
+                let _ = tx.send(7);
+            }
+            Poll::Ready(Ok(Ok(())))
+        });
+        match first(&mut response_rx, ended).await {
+            First::Response(Ok(7), Some(Ok(Ok(())))) => {}
+            First::Response(..) => panic!("the response without the call's outcome"),
+            First::Ended(_) => panic!("a response that was sent taken for none"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_that_ended_without_a_response_is_ended() {
+        let (_response_tx, mut response_rx) = oneshot::channel::<u32>();
+        let ended = std::future::ready(Ok(Ok(())));
+        assert!(matches!(
+            first(&mut response_rx, ended).await,
+            First::Ended(Ok(Ok(())))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_handed_on_outcome_reaches_the_body() {
+        assert!(matches!(delivered(Ok(Ok(()))).await, Ok(Ok(()))));
+        let (tx, rx) = oneshot::channel::<Outcome>();
+        drop(tx);
+        assert!(delivered(rx.await).await.is_err());
     }
 }

@@ -16,7 +16,7 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use super::admission::Refused;
 use super::app::App;
-use super::body::{GuestBody, LimitedBody, Outcome, ResponseBody};
+use super::body::{First, GuestBody, LimitedBody, Outcome, ResponseBody, delivered, first};
 use super::fault::Fault;
 use super::store::new_store;
 
@@ -119,10 +119,11 @@ impl App {
         // Prefer the response when both are ready: a guest that sets its
         // response and then traps must still have its head sent (and its body
         // aborted), not be answered with a 500.
-        let response = tokio::select! {
-            biased;
-            response = response_rx => response,
-            outcome = &mut outcome_rx => {
+        let mut response_rx = response_rx;
+        let (response, outcome_rx) = match first(&mut response_rx, &mut outcome_rx).await {
+            First::Response(response, None) => (response, outcome_rx),
+            First::Response(response, Some(outcome)) => (response, delivered(outcome)),
+            First::Ended(outcome) => {
                 return self.fault_response(&self.unanswered(outcome), body_exceeded.get());
             }
         };
