@@ -10,15 +10,19 @@ use http_body::Body;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout_at};
+use wasmtime::Store;
+use wasmtime::component::Resource;
 use wasmtime_wasi_http::WasiHttpView;
+use wasmtime_wasi_http::p2::bindings::Proxy;
 use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+use wasmtime_wasi_http::p2::types::{HostIncomingRequest, HostResponseOutparam};
 
 use super::admission::Refused;
 use super::app::App;
 use super::body::{First, GuestBody, LimitedBody, Outcome, ResponseBody, delivered, first};
 use super::fault::Fault;
-use super::store::new_store;
+use super::store::{CpuMetering, GuestState, new_store};
 
 /// Aborts the guest call when the response (or its body) is dropped before
 /// the call finished, e.g. because the peer went away.
@@ -32,6 +36,15 @@ impl Drop for CallGuard {
     fn drop(&mut self) {
         self.call.abort();
     }
+}
+
+/// One request's store and the guest-side handles its call takes.
+pub(crate) struct GuestCall {
+    pub(crate) store: Store<GuestState>,
+    pub(crate) req: Resource<HostIncomingRequest>,
+    pub(crate) outparam: Resource<HostResponseOutparam>,
+    /// Where the guest's response (or its error code) arrives.
+    pub(crate) response_rx: oneshot::Receiver<Result<Response<HyperOutgoingBody>, ErrorCode>>,
 }
 
 /// Whether the request arrived over TLS, as the guest sees it.
@@ -66,33 +79,18 @@ impl App {
             LimitedBody::new(body, self.limits.max_body, self.metrics.clone());
         let request = Request::from_parts(parts, body);
         if self.reuses_instances() {
-            return self.handle_reused(request, scheme, slot, body_exceeded).await;
+            return self
+                .handle_reused(request, scheme, slot, body_exceeded)
+                .await;
         }
 
-        let mut store = new_store(
-            self.pre.engine(),
-            &self.name,
-            &self.limits,
-            &self.outbound,
-            &self.vars,
-        );
-        let (response_tx, response_rx) = oneshot::channel();
-        let scheme = match scheme {
-            RequestScheme::Http => Scheme::Http,
-            RequestScheme::Https => Scheme::Https,
-        };
-        let resources = store
-            .data_mut()
-            .http()
-            .new_incoming_request(scheme, request)
-            .and_then(|req| {
-                Ok((
-                    req,
-                    store.data_mut().http().new_response_outparam(response_tx)?,
-                ))
-            });
-        let (req, outparam) = match resources {
-            Ok(pair) => pair,
+        let GuestCall {
+            mut store,
+            req,
+            outparam,
+            response_rx,
+        } = match self.prepare_call(request, scheme) {
+            Ok(call) => call,
             Err(err) => {
                 return plain(StatusCode::BAD_REQUEST, format!("bad request: {err}\n"));
             }
@@ -143,6 +141,40 @@ impl App {
                 self.fault_response(&self.unanswered(outcome), body_exceeded.get())
             }
         }
+    }
+
+    /// A new store holding the request and the outparam its response comes through.
+    pub(crate) fn prepare_call<B>(
+        &self,
+        request: Request<B>,
+        scheme: RequestScheme,
+    ) -> wasmtime::Result<GuestCall>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<wasmtime_wasi_http::Error>,
+    {
+        let mut store = new_store(
+            self.pre.engine(),
+            &self.name,
+            &self.limits,
+            &self.outbound,
+            &self.vars,
+            CpuMetering::AroundPolls,
+        );
+        let scheme = match scheme {
+            RequestScheme::Http => Scheme::Http,
+            RequestScheme::Https => Scheme::Https,
+        };
+        let (response_tx, response_rx) = oneshot::channel();
+        let mut http = store.data_mut().http();
+        let req = http.new_incoming_request(scheme, request)?;
+        let outparam = http.new_response_outparam(response_tx)?;
+        Ok(GuestCall {
+            store,
+            req,
+            outparam,
+            response_rx,
+        })
     }
 
     /// 503 for a request no instance slot was found for; `Retry-After` tells
@@ -221,28 +253,49 @@ impl App {
 /// deadline; the store's epoch callback bounds CPU time.
 async fn run_guest(
     app: &App,
-    store: &mut wasmtime::Store<super::store::GuestState>,
-    req: wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostIncomingRequest>,
-    outparam: wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
+    store: &mut Store<GuestState>,
+    req: Resource<HostIncomingRequest>,
+    outparam: Resource<HostResponseOutparam>,
     deadline: Instant,
 ) -> Outcome {
-    let limit = app.limits.wall_time;
-    let proxy = match timeout_at(deadline, app.pre.instantiate_async(&mut *store)).await {
-        Err(_) => {
-            return Err(Fault::WallTime {
-                limit,
-                started: false,
-            });
-        }
-        Ok(Err(err)) => return Err(Fault::from_call_error(err, store.data())),
-        Ok(Ok(proxy)) => proxy,
-    };
+    let proxy = instantiate(app, store, deadline).await?;
+    call_handler(app, &proxy, store, req, outparam, deadline).await
+}
+
+/// A fresh instance of the app in `store`.
+pub(crate) async fn instantiate(
+    app: &App,
+    store: &mut Store<GuestState>,
+    deadline: Instant,
+) -> Result<Proxy, Fault> {
+    let cpu = store.data().cpu.usage();
+    let instantiate = cpu.metered(app.pre.instantiate_async(&mut *store));
+    match timeout_at(deadline, instantiate).await {
+        Err(_) => Err(Fault::WallTime {
+            limit: app.limits.wall_time,
+            started: false,
+        }),
+        Ok(Err(err)) => Err(Fault::from_call_error(err, store.data())),
+        Ok(Ok(proxy)) => Ok(proxy),
+    }
+}
+
+/// Calls the instance's `incoming-handler.handle` until it returns.
+pub(crate) async fn call_handler(
+    app: &App,
+    proxy: &Proxy,
+    store: &mut Store<GuestState>,
+    req: Resource<HostIncomingRequest>,
+    outparam: Resource<HostResponseOutparam>,
+    deadline: Instant,
+) -> Outcome {
+    let cpu = store.data().cpu.usage();
     let call = proxy
         .wasi_http_incoming_handler()
         .call_handle(&mut *store, req, outparam);
-    match timeout_at(deadline, call).await {
+    match timeout_at(deadline, cpu.metered(call)).await {
         Err(_) => Err(Fault::WallTime {
-            limit,
+            limit: app.limits.wall_time,
             started: true,
         }),
         Ok(Err(err)) => Err(Fault::from_call_error(err, store.data())),

@@ -12,6 +12,7 @@ mod fault;
 mod guest_log;
 mod hooks;
 mod ip_class;
+pub mod lifecycle;
 pub mod limits;
 pub mod outbound;
 pub mod outbound_client;

@@ -2,6 +2,8 @@
 //! limiter and the CPU meter.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
@@ -91,13 +93,75 @@ impl ResourceLimiter for MemoryLimiter {
     }
 }
 
-/// Accumulates the time spent running guest code (not time in host calls,
-/// which is where the guest waits on I/O).
+/// The request's CPU time: time spent inside polls of its guest call, that is
+/// running guest code and the host calls it makes synchronously. Waiting on I/O
+/// (the call future pending) does not count. Measured per poll rather than per
+/// host call: a clock read on every guest/host transition cost more than the
+/// guest's own work for small handlers.
 pub struct CpuMeter {
     limit: Duration,
-    used: Duration,
-    in_guest_since: Option<Instant>,
+    use_: Arc<CpuUse>,
     pub(crate) exceeded: bool,
+}
+
+/// What the guest call's polls have used so far; shared between the poll
+/// wrapper (which owns the store mutably while it polls) and the store's epoch
+/// callback (which runs inside such a poll).
+pub(crate) struct CpuUse {
+    /// Nanoseconds used by finished polls.
+    used: AtomicU64,
+    /// When the poll now running started, in nanoseconds after `origin`; 0 when
+    /// none runs.
+    running_since: AtomicU64,
+    origin: Instant,
+}
+
+impl CpuUse {
+    fn new() -> Self {
+        CpuUse {
+            used: AtomicU64::new(0),
+            running_since: AtomicU64::new(0),
+            origin: Instant::now(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        // +1 so a poll starting at the origin is not read as "none running".
+        self.origin.elapsed().as_nanos() as u64 + 1
+    }
+
+    /// Awaits `call`, counting the time of each of its polls.
+    pub(crate) async fn metered<F: Future>(&self, call: F) -> F::Output {
+        let mut call = std::pin::pin!(call);
+        std::future::poll_fn(|cx| self.poll_metered(|| call.as_mut().poll(cx))).await
+    }
+
+    /// Runs one poll of the guest call, counting its time.
+    fn poll_metered<R>(&self, poll: impl FnOnce() -> R) -> R {
+        self.start_running();
+        let result = poll();
+        self.stop_running();
+        result
+    }
+
+    fn start_running(&self) {
+        self.running_since.store(self.now(), Relaxed);
+    }
+
+    fn stop_running(&self) {
+        let since = self.running_since.swap(0, Relaxed);
+        if since != 0 {
+            self.used.fetch_add(self.now() - since, Relaxed);
+        }
+    }
+
+    fn used_now(&self) -> Duration {
+        let running = match self.running_since.load(Relaxed) {
+            0 => 0,
+            since => self.now().saturating_sub(since),
+        };
+        Duration::from_nanos(self.used.load(Relaxed) + running)
+    }
 }
 
 impl CpuMeter {
@@ -105,14 +169,9 @@ impl CpuMeter {
         self.limit
     }
 
-    fn enter_guest(&mut self) {
-        self.in_guest_since = Some(Instant::now());
-    }
-
-    fn leave_guest(&mut self) {
-        if let Some(since) = self.in_guest_since.take() {
-            self.used += since.elapsed();
-        }
+    /// The counter the guest call's polls add to.
+    pub(crate) fn usage(&self) -> Arc<CpuUse> {
+        self.use_.clone()
     }
 
     /// Meters one more request on a reused instance. With no other request in
@@ -122,17 +181,36 @@ impl CpuMeter {
     /// request inside one instance.
     pub(crate) fn admit_request(&mut self, per_request: Duration, alone: bool) {
         if alone {
-            self.used = Duration::ZERO;
+            self.use_.used.store(0, Relaxed);
             self.limit = per_request;
             self.exceeded = false;
         } else {
             self.limit = self.limit.saturating_add(per_request);
         }
     }
+}
 
-    fn used_now(&self) -> Duration {
-        self.used + self.in_guest_since.map_or(Duration::ZERO, |t| t.elapsed())
-    }
+/// Where a store's CPU time is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CpuMetering {
+    /// Around each poll of the guest call ([`CpuUse::metered`]): the caller
+    /// polls the call itself (fresh instances).
+    AroundPolls,
+    /// At every guest/host transition, for stores whose calls wasmtime's
+    /// `ProxyHandler` polls (no poll of them can be wrapped). Costs a clock read
+    /// per transition.
+    AtTransitions,
+}
+
+fn meter_at_transitions(store: &mut Store<GuestState>) {
+    store.call_hook(|mut ctx: StoreContextMut<'_, GuestState>, hook| {
+        let cpu = &ctx.data_mut().cpu.use_;
+        match hook {
+            CallHook::CallingWasm | CallHook::ReturningFromHost => cpu.start_running(),
+            CallHook::ReturningFromWasm | CallHook::CallingHost => cpu.stop_running(),
+        }
+        Ok(())
+    });
 }
 
 /// Creates the store for one request with the app's limits, outbound policy
@@ -143,6 +221,7 @@ pub fn new_store(
     limits: &Limits,
     outbound: &Arc<OutboundGate>,
     vars: &GuestVars,
+    metering: CpuMetering,
 ) -> Store<GuestState> {
     // The environment is exactly the app's: the builder starts empty and never
     // inherits the host's.
@@ -163,25 +242,19 @@ pub fn new_store(
         },
         cpu: CpuMeter {
             limit: limits.cpu_time,
-            used: Duration::ZERO,
-            in_guest_since: None,
+            use_: Arc::new(CpuUse::new()),
             exceeded: false,
         },
     };
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
-    store.call_hook(|mut ctx: StoreContextMut<'_, GuestState>, hook| {
-        let cpu = &mut ctx.data_mut().cpu;
-        match hook {
-            CallHook::CallingWasm | CallHook::ReturningFromHost => cpu.enter_guest(),
-            CallHook::ReturningFromWasm | CallHook::CallingHost => cpu.leave_guest(),
-        }
-        Ok(())
-    });
+    if metering == CpuMetering::AtTransitions {
+        meter_at_transitions(&mut store);
+    }
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut ctx| {
         let cpu = &mut ctx.data_mut().cpu;
-        if cpu.used_now() > cpu.limit {
+        if cpu.use_.used_now() > cpu.limit {
             cpu.exceeded = true;
             return Ok(UpdateDeadline::Interrupt);
         }
