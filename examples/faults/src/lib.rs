@@ -25,6 +25,10 @@
 //!   then answers `200 slept N\n`.
 //! - `/stdout`: prints `hello from the guest` to stdout and
 //!   `guest stderr line` to stderr, then answers 200.
+//! - `/dirty`: answers `clean` if 64 pages of the guest's static memory look as
+//!   a fresh instance's, `seen N` if N of them carry an earlier request's marks;
+//!   marks them all (and then traps if asked: `/dirty?trap`). A fresh instance
+//!   per request must always answer `clean`.
 //! - `/sandbox`: reports what the host granted: how many environment
 //!   variables the guest sees and whether it can list `/` (wedge grants
 //!   neither by default).
@@ -37,7 +41,7 @@ use wasip2::http::types::{
 
 const USAGE: &str = "faults: try /trap-before-head, /trap-mid-body, /cpu-loop, /memory, \
                      /no-response, /stack-overflow, /respond-twice, /write-after-finish, \
-                     /huge-headers?kib=N, /sleep?ms=N, /stdout, /sandbox\n";
+                     /huge-headers?kib=N, /sleep?ms=N, /stdout, /dirty, /sandbox\n";
 
 struct Faults;
 
@@ -84,6 +88,17 @@ impl wasip2::exports::http::incoming_handler::Guest for Faults {
                 eprintln!("guest stderr line");
                 respond(out, 200, b"printed to stdout and stderr\n");
             }
+            "/dirty" => {
+                let seen = marked_pages();
+                let answer = match seen {
+                    0 => "clean\n".to_string(),
+                    n => format!("seen {n}\n"),
+                };
+                respond(out, 200, answer.as_bytes());
+                if query == Some("trap") {
+                    panic!("faults: trap after marking memory");
+                }
+            }
             "/sandbox" => respond(out, 200, sandbox_report().as_bytes()),
             _ => respond(out, 200, USAGE.as_bytes()),
         }
@@ -91,6 +106,24 @@ impl wasip2::exports::http::incoming_handler::Guest for Faults {
 }
 
 wasip2::http::proxy::export!(Faults);
+
+const PAGE: usize = 4096;
+const MARKED_PAGES: usize = 64;
+/// Zero-initialised static memory (`.bss`): a fresh instance sees zeros.
+static STATIC_MARKS: [std::sync::atomic::AtomicU8; MARKED_PAGES * PAGE] =
+    [const { std::sync::atomic::AtomicU8::new(0) }; MARKED_PAGES * PAGE];
+
+/// How many pages of the static memory carry marks of an earlier request, then
+/// marks them all.
+fn marked_pages() -> usize {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut seen = 0;
+    for page in 0..MARKED_PAGES {
+        let byte = &STATIC_MARKS[page * PAGE];
+        seen += usize::from(byte.swap(1, Relaxed) != 0);
+    }
+    seen
+}
 
 /// Head (no content-length), 4096 flushed body bytes, then a panic.
 fn trap_mid_body(out: ResponseOutparam) -> ! {

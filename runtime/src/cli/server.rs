@@ -89,6 +89,7 @@ where
         let engine = host::build_engine(&PoolConfig {
             max_memory: largest_memory,
             max_instances: args.max_instances(),
+            keep_resident: args.pool_keep_resident(),
         })?;
         let cache = ArtifactCache::new(data_dir.join("precompiled"));
         let readiness = Arc::new(Readiness::default());

@@ -18,6 +18,9 @@ pub struct PoolConfig {
     pub max_instances: u32,
     /// The largest linear memory any app may be given, in bytes.
     pub max_memory: u64,
+    /// Linear memory a pool slot keeps resident between instances, in bytes
+    /// (0: give every page back). Used only where the kernel has `PAGEMAP_SCAN`.
+    pub keep_resident: u64,
 }
 
 impl Default for PoolConfig {
@@ -25,6 +28,7 @@ impl Default for PoolConfig {
         PoolConfig {
             max_instances: 1000,
             max_memory: crate::host::limits::DEFAULT_MEMORY,
+            keep_resident: DEFAULT_KEEP_RESIDENT,
         }
     }
 }
@@ -56,7 +60,7 @@ pub fn build_engine(pool: &PoolConfig) -> Result<Engine> {
         .total_memories(pool.max_instances)
         .total_tables(pool.max_instances * 4)
         .max_memory_size(pool.max_memory as usize);
-    keep_pages_resident(&mut pooling);
+    keep_pages_resident(&mut pooling, pool.keep_resident);
     let mut config = base_config();
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
     let engine = match Engine::new(&config) {
@@ -84,16 +88,17 @@ pub fn build_engine(pool: &PoolConfig) -> Result<Engine> {
 /// with `madvise` and faulting them in again on the next request costs more
 /// than the guest's own work. With the scan only the dirtied pages are reset, so
 /// the bound costs nothing for pages never touched.
-const KEEP_RESIDENT: usize = 16 << 20;
+const DEFAULT_KEEP_RESIDENT: u64 = 16 << 20;
 const TABLE_KEEP_RESIDENT: usize = 1 << 20;
 
-fn keep_pages_resident(pooling: &mut PoolingAllocationConfig) {
+fn keep_pages_resident(pooling: &mut PoolingAllocationConfig, bytes: u64) {
     // Without the scan, keeping pages resident means a `memset` of the whole bound
     // on every instance's exit: slower than `madvise` for bounds this large.
-    if PoolingAllocationConfig::is_pagemap_scan_available() {
+    if bytes > 0 && PoolingAllocationConfig::is_pagemap_scan_available() {
+        tracing::debug!("pool slots keep up to {bytes} bytes of linear memory resident");
         pooling
             .pagemap_scan(Enabled::Yes)
-            .linear_memory_keep_resident(KEEP_RESIDENT)
+            .linear_memory_keep_resident(bytes as usize)
             .table_keep_resident(TABLE_KEEP_RESIDENT);
     }
 }
