@@ -4,6 +4,7 @@
 //! unread; a trap. Which instance served what is read from the admin API's
 //! `wedge_instances_created_total`, or from the probe's own per-instance count.
 
+mod admin_support;
 mod h2_support;
 mod h3_support;
 mod metered;

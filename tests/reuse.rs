@@ -4,6 +4,7 @@
 //! through the admin API's `wedge_instances_created_total` and
 //! `wedge_instances_running`.
 
+mod admin_support;
 mod h2_support;
 mod h3_support;
 mod metered;

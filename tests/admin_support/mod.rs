@@ -49,19 +49,7 @@ impl Admin {
 
     /// What `GET /metrics` says now.
     pub fn scrape(&self) -> Samples {
-        let auth = format!("Authorization: Bearer {TOKEN}");
-        let out = curl(&[
-            "--fail",
-            "-H",
-            &auth,
-            &format!("{}/metrics", self.admin_url),
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        parse(&String::from_utf8(out.stdout).unwrap())
+        scrape(&self.admin_url, TOKEN)
     }
 
     /// Scrapes until `ready` holds for the samples (bounded); returns them.
@@ -76,4 +64,16 @@ impl Admin {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// What `GET /metrics` on the admin API at `admin_url` says now.
+pub fn scrape(admin_url: &str, token: &str) -> Samples {
+    let auth = format!("Authorization: Bearer {token}");
+    let out = curl(&["--fail", "-H", &auth, &format!("{admin_url}/metrics")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse(&String::from_utf8(out.stdout).unwrap())
 }

@@ -4,16 +4,13 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-#[path = "../../runtime/src/metrics/parse_text.rs"]
-mod parse_text;
-
 use bytes::Bytes;
 use h2::client::SendRequest;
 
 use crate::h3_support::H3Server;
-use crate::support::{Server, curl, example, temp_dir};
+use crate::support::{Server, example, temp_dir};
 
-pub use parse_text::Samples;
+pub use crate::admin_support::parse_text::Samples;
 
 const TOKEN: &str = "instances-test-token-0123456789";
 
@@ -60,19 +57,7 @@ impl Metered {
 
     /// `GET /metrics` on the admin API.
     pub fn samples(&self) -> Samples {
-        let auth = format!("Authorization: Bearer {TOKEN}");
-        let out = curl(&[
-            "--fail",
-            "--header",
-            &auth,
-            &format!("{}/metrics", self.admin),
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        parse_text::parse(&String::from_utf8(out.stdout).unwrap())
+        crate::admin_support::scrape(&self.admin, TOKEN)
     }
 
     /// Instances of `app` created so far.
