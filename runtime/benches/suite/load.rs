@@ -1,0 +1,331 @@
+//! The load generators, pinned to CPU 0 and bounded in time: `h2load` for HTTP/2
+//! (cleartext and TLS), `wrk` for HTTP/1.1, `oha` (built with its `http3` feature) for
+//! HTTP/3. Each run's requests, rate and latency percentiles come from the tool's
+//! own report.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// Connections per run, and HTTP/2 / HTTP/3 streams per connection
+/// (../shared/BENCHMARKING.md: `h2load -c 32 -m 16 -t 1`, `wrk -t 1 -c 32`).
+const CONNECTIONS: &str = "32";
+const STREAMS: &str = "16";
+/// The echo's request body.
+pub const ECHO_LEN: usize = 64 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    /// HTTP/1.1, cleartext.
+    H1,
+    /// HTTP/2 with prior knowledge, cleartext.
+    H2c,
+    /// HTTP/2 over TLS (ALPN).
+    H2,
+    H3,
+}
+
+impl Proto {
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::H1 => "HTTP/1.1",
+            Proto::H2c => "h2c",
+            Proto::H2 => "h2 (TLS)",
+            Proto::H3 => "h3",
+        }
+    }
+
+    pub fn tls(self) -> bool {
+        matches!(self, Proto::H2 | Proto::H3)
+    }
+
+    /// The tool that drives this protocol.
+    pub fn tool(self) -> &'static str {
+        match self {
+            Proto::H1 => "wrk",
+            Proto::H2c | Proto::H2 => "h2load",
+            Proto::H3 => "oha",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// `GET /` → `Hello, world!\n`.
+    Hello,
+    /// `GET /stream` → 8 × 1 KiB, flushed one by one.
+    Stream,
+    /// `POST /echo` with 64 KiB → the same 64 KiB streamed back.
+    Echo,
+}
+
+impl Work {
+    pub fn name(self) -> &'static str {
+        match self {
+            Work::Hello => "hello",
+            Work::Stream => "streamed 8×1 KiB",
+            Work::Echo => "64 KiB echo",
+        }
+    }
+
+    fn path(self) -> &'static str {
+        match self {
+            Work::Hello => "/",
+            Work::Stream => "/stream",
+            Work::Echo => "/echo",
+        }
+    }
+}
+
+/// What one run of a load generator reports.
+pub struct Outcome {
+    /// Requests answered with a 2xx.
+    pub succeeded: u64,
+    pub req_per_s: f64,
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+}
+
+/// Where the load generators' inputs and logs live for the suite's run.
+pub struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    /// Writes the echo body and wrk's POST script into `dir`.
+    pub fn new(dir: &Path) -> Result<Scratch> {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("body64k"), vec![b'e'; ECHO_LEN])?;
+        std::fs::write(
+            dir.join("post64k.lua"),
+            format!(
+                "wrk.method = \"POST\"\nwrk.body = string.rep(\"e\", {ECHO_LEN})\n\
+                 wrk.headers[\"Content-Type\"] = \"application/octet-stream\"\n"
+            ),
+        )?;
+        Ok(Scratch {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+
+    /// `argv` as it reads in BENCHMARKS.md: scratch files by name, the port as `PORT`.
+    pub fn display(&self, argv: &[String], port: u16) -> String {
+        argv.join(" ")
+            .replace(&format!("{}/", self.dir.display()), "")
+            .replace(&format!(":{port}/"), ":PORT/")
+    }
+}
+
+/// The load generator's command line (without the pinning and time bound).
+pub fn command(
+    proto: Proto,
+    work: Work,
+    port: u16,
+    seconds: u64,
+    scratch: &Scratch,
+) -> Vec<String> {
+    let scheme = if proto.tls() { "https" } else { "http" };
+    let url = format!("{scheme}://127.0.0.1:{port}{}", work.path());
+    let mut argv: Vec<String> = Vec::new();
+    let mut push = |args: &[&str]| argv.extend(args.iter().map(|a| a.to_string()));
+    match proto {
+        Proto::H1 => {
+            push(&[
+                "wrk",
+                "-t",
+                "1",
+                "-c",
+                CONNECTIONS,
+                "-d",
+                &format!("{seconds}s"),
+            ]);
+            push(&["--latency"]);
+            if work == Work::Echo {
+                push(&["-s", &scratch.path("post64k.lua")]);
+            }
+        }
+        Proto::H2c | Proto::H2 => {
+            push(&["h2load", "-c", CONNECTIONS, "-m", STREAMS, "-t", "1"]);
+            push(&[
+                "-D",
+                &seconds.to_string(),
+                "--log-file",
+                &scratch.path("h2load.log"),
+            ]);
+            if work == Work::Echo {
+                push(&["-d", &scratch.path("body64k")]);
+            }
+        }
+        Proto::H3 => {
+            push(&[
+                "oha",
+                "--no-tui",
+                "--output-format",
+                "json",
+                "--http-version",
+                "3",
+            ]);
+            push(&[
+                "--insecure",
+                "--worker-threads",
+                "1",
+                "-c",
+                CONNECTIONS,
+                "-p",
+                STREAMS,
+            ]);
+            push(&["-z", &format!("{seconds}s")]);
+            if work == Work::Echo {
+                push(&["-m", "POST", "-D", &scratch.path("body64k")]);
+            }
+        }
+    }
+    argv.push(url);
+    argv
+}
+
+/// Runs `argv` pinned to CPU 0, killed if it overruns its duration by a minute.
+pub fn run(proto: Proto, argv: &[String], seconds: u64, scratch: &Scratch) -> Result<Outcome> {
+    let out = Command::new("timeout")
+        .args(["-k", "5", &(seconds + 60).to_string(), "taskset", "-c", "0"])
+        .args(argv)
+        .output()
+        .with_context(|| format!("running {}", argv[0]))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "{} failed ({}): {}{}",
+            argv[0],
+            out.status,
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    match proto {
+        Proto::H1 => parse_wrk(&text),
+        Proto::H2c | Proto::H2 => parse_h2load(&text, Path::new(&scratch.path("h2load.log"))),
+        Proto::H3 => parse_oha(&text),
+    }
+}
+
+/// The number just before `word` in `text`: `number_before(line, " succeeded")`.
+fn number_before(text: &str, word: &str) -> Option<f64> {
+    let at = text.find(word)?;
+    text[..at]
+        .split_whitespace()
+        .last()?
+        .trim_end_matches(',')
+        .parse()
+        .ok()
+}
+
+fn parse_h2load(text: &str, log: &Path) -> Result<Outcome> {
+    let requests = text
+        .lines()
+        .find(|l| l.starts_with("requests:"))
+        .context("h2load printed no `requests:` line")?;
+    let succeeded = number_before(requests, " succeeded").context("h2load: succeeded")? as u64;
+    let finished = text
+        .lines()
+        .find(|l| l.starts_with("finished in"))
+        .context("h2load printed no `finished in` line")?;
+    let req_per_s = number_before(finished, " req/s").context("h2load: req/s")?;
+    // The log: start (µs since the epoch), status, µs until the end of the response.
+    let log_text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut micros: Vec<u64> = log_text
+        .lines()
+        .filter_map(|l| {
+            let mut cols = l.split('\t').skip(1);
+            let status: i32 = cols.next()?.parse().ok()?;
+            let us: u64 = cols.next()?.trim().parse().ok()?;
+            (200..300).contains(&status).then_some(us)
+        })
+        .collect();
+    let _ = std::fs::remove_file(log);
+    let p50_ms = percentile(&mut micros, 0.50).map(|us| us as f64 / 1000.0);
+    let p99_ms = percentile(&mut micros, 0.99).map(|us| us as f64 / 1000.0);
+    Ok(Outcome {
+        succeeded,
+        req_per_s,
+        p50_ms,
+        p99_ms,
+    })
+}
+
+fn percentile(v: &mut [u64], q: f64) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    let k = ((v.len() - 1) as f64 * q).round() as usize;
+    Some(*v.select_nth_unstable(k).1)
+}
+
+fn parse_wrk(text: &str) -> Result<Outcome> {
+    let done = text
+        .lines()
+        .find(|l| l.contains(" requests in "))
+        .and_then(|l| number_before(l, " requests in "))
+        .context("wrk printed no `requests in` line")?;
+    let failed = text
+        .lines()
+        .find(|l| l.contains("Non-2xx or 3xx responses:"))
+        .and_then(|l| l.rsplit(':').next()?.trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let req_per_s = text
+        .lines()
+        .find(|l| l.starts_with("Requests/sec:"))
+        .and_then(|l| l.rsplit(':').next()?.trim().parse().ok())
+        .context("wrk printed no `Requests/sec:` line")?;
+    let latency = |pct: &str| {
+        text.lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix(pct))
+            .and_then(|v| wrk_duration_ms(v.trim()))
+    };
+    Ok(Outcome {
+        succeeded: (done - failed).max(0.0) as u64,
+        req_per_s,
+        p50_ms: latency("50%"),
+        p99_ms: latency("99%"),
+    })
+}
+
+/// `621.00us`, `2.05ms`, `1.10s`, `2.00m` → milliseconds.
+fn wrk_duration_ms(v: &str) -> Option<f64> {
+    let split = v.find(|c: char| c.is_ascii_alphabetic())?;
+    let n: f64 = v[..split].parse().ok()?;
+    let scale = match &v[split..] {
+        "us" => 0.001,
+        "ms" => 1.0,
+        "s" => 1000.0,
+        "m" => 60_000.0,
+        _ => return None,
+    };
+    Some(n * scale)
+}
+
+fn parse_oha(text: &str) -> Result<Outcome> {
+    let json: serde_json::Value = serde_json::from_str(text).context("oha's JSON report")?;
+    let succeeded = json["statusCodeDistribution"]
+        .as_object()
+        .map(|codes| {
+            codes
+                .iter()
+                .filter(|(code, _)| code.starts_with('2'))
+                .filter_map(|(_, n)| n.as_u64())
+                .sum()
+        })
+        .unwrap_or(0);
+    let seconds_to_ms = |v: &serde_json::Value| v.as_f64().map(|s| s * 1000.0);
+    Ok(Outcome {
+        succeeded,
+        req_per_s: json["summary"]["requestsPerSec"].as_f64().unwrap_or(0.0),
+        p50_ms: seconds_to_ms(&json["latencyPercentiles"]["p50"]),
+        p99_ms: seconds_to_ms(&json["latencyPercentiles"]["p99"]),
+    })
+}

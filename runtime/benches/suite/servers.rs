@@ -1,0 +1,265 @@
+//! The server processes the suite measures: `wedge serve`, `wasmtime serve`, and this
+//! binary's native servers, each started pinned to CPU 1 and read through `/proc`.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::REUSE;
+use crate::load::Proto;
+
+pub enum Kind {
+    /// `suite serve ENGINE`.
+    Native(&'static str),
+    /// `wedge serve examples/COMPONENT.wasm`, cleartext and TLS (h2, h3).
+    Wedge {
+        component: &'static str,
+        reuse: bool,
+    },
+    /// `wasmtime serve examples/COMPONENT.wasm` (HTTP/1.1 only).
+    Wasmtime {
+        component: &'static str,
+        reuse: bool,
+    },
+}
+
+pub struct ServerSpec {
+    pub name: &'static str,
+    pub kind: Kind,
+}
+
+/// What the servers are started from.
+pub struct Paths {
+    pub wedge: PathBuf,
+    pub wasmtime: PathBuf,
+    /// This binary (the native servers).
+    pub me: PathBuf,
+    /// The folder of the example components.
+    pub components: PathBuf,
+    pub scratch: PathBuf,
+}
+
+pub struct Running {
+    pub spec: ServerSpec,
+    /// As it reads in BENCHMARKS.md.
+    pub command: String,
+    child: Child,
+    plain: u16,
+    tls: Option<u16>,
+    /// A native server's allocation counter, read through its stdin and stdout.
+    probe: Option<(ChildStdin, BufReader<ChildStdout>)>,
+}
+
+impl Running {
+    pub fn start(spec: ServerSpec, paths: &Paths) -> Result<Running> {
+        let component = |name: &str| paths.components.join(format!("{name}.wasm"));
+        let mut command = Command::new("taskset");
+        command.args(["-c", "1"]);
+        let (shown, plain, tls) = match spec.kind {
+            Kind::Native(engine) => {
+                command.arg(&paths.me).args(["serve", engine]);
+                command.stdin(Stdio::piped()).stdout(Stdio::piped());
+                (format!("suite serve {engine}"), 0, None)
+            }
+            Kind::Wedge {
+                component: c,
+                reuse,
+            } => {
+                let (plain, tls) = (free_port()?, free_port()?);
+                let dir = paths.scratch.join(spec.name);
+                std::fs::create_dir_all(&dir)?;
+                let mut args = vec![
+                    "serve".to_string(),
+                    component(c).display().to_string(),
+                    "--listen".into(),
+                    format!("127.0.0.1:{plain}"),
+                    "--tls-listen".into(),
+                    format!("127.0.0.1:{tls}"),
+                ];
+                if reuse {
+                    args.extend(["--instance-reuse".into(), REUSE.to_string()]);
+                }
+                command
+                    .arg(&paths.wedge)
+                    .args(&args)
+                    .env("WEDGE_DATA_DIR", dir.join("data"));
+                command
+                    .stdout(File::create(dir.join("out"))?)
+                    .stderr(File::create(dir.join("err"))?);
+                let shown = format!("wedge {}", args.join(" "))
+                    .replace(
+                        &paths.components.display().to_string(),
+                        "examples/target/wasm32-wasip2/release",
+                    )
+                    .replace(&format!(":{plain}"), ":PORT")
+                    .replace(&format!(":{tls}"), ":TLS_PORT");
+                (shown, plain, Some(tls))
+            }
+            Kind::Wasmtime {
+                component: c,
+                reuse,
+            } => {
+                let plain = free_port()?;
+                let dir = paths.scratch.join(spec.name);
+                std::fs::create_dir_all(&dir)?;
+                // `-Scli`: the guests import wasi:cli (environment, stdio).
+                let mut args = vec![
+                    "serve".to_string(),
+                    "-Scli".into(),
+                    "--addr".into(),
+                    format!("127.0.0.1:{plain}"),
+                ];
+                if reuse {
+                    args.extend(["--max-instance-reuse-count".into(), REUSE.to_string()]);
+                }
+                args.push(component(c).display().to_string());
+                command.arg(&paths.wasmtime).args(&args);
+                command
+                    .stdout(File::create(dir.join("out"))?)
+                    .stderr(File::create(dir.join("err"))?);
+                let shown = format!("wasmtime {}", args.join(" "))
+                    .replace(
+                        &paths.components.display().to_string(),
+                        "examples/target/wasm32-wasip2/release",
+                    )
+                    .replace(&format!(":{plain}"), ":PORT");
+                (shown, plain, None)
+            }
+        };
+        let mut child = command.spawn().context("starting a server under taskset")?;
+        let mut probe = None;
+        let mut plain = plain;
+        if let Kind::Native(_) = spec.kind {
+            let mut stdout = BufReader::new(child.stdout.take().unwrap());
+            let mut line = String::new();
+            stdout.read_line(&mut line)?;
+            plain = line
+                .trim()
+                .parse()
+                .context("the native server prints its port")?;
+            probe = Some((child.stdin.take().unwrap(), stdout));
+        }
+        let mut running = Running {
+            command: format!("taskset -c 1 {shown}"),
+            spec,
+            child,
+            plain,
+            tls,
+            probe,
+        };
+        running.wait_ready(paths)?;
+        Ok(running)
+    }
+
+    /// Waits (bounded) until every port accepts connections.
+    fn wait_ready(&mut self, paths: &Paths) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        for port in [Some(self.plain), self.tls].into_iter().flatten() {
+            let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+            while TcpStream::connect(addr).is_err() {
+                if let Some(status) = self.child.try_wait()? {
+                    let err =
+                        std::fs::read_to_string(paths.scratch.join(self.spec.name).join("err"));
+                    bail!(
+                        "{} exited ({status}): {}",
+                        self.spec.name,
+                        err.unwrap_or_default()
+                    );
+                }
+                if Instant::now() > deadline {
+                    bail!("{} did not listen on {port} within 120 s", self.spec.name);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Ok(())
+    }
+
+    /// The port that serves `proto`.
+    pub fn port(&self, proto: Proto) -> u16 {
+        if proto.tls() {
+            self.tls.expect("a TLS row on a server without TLS")
+        } else {
+            self.plain
+        }
+    }
+
+    /// utime + stime of the server (all threads), in clock ticks.
+    pub fn cpu_ticks(&self) -> Result<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .with_context(|| format!("{} is gone", self.spec.name))?;
+        // After the command name: utime and stime are fields 14 and 15 (1-based).
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        Ok(fields[11].parse::<u64>()? + fields[12].parse::<u64>()?)
+    }
+
+    /// Octets and calls the native server has allocated so far.
+    pub fn allocations(&mut self) -> Result<Option<(u64, u64)>> {
+        let Some((stdin, stdout)) = &mut self.probe else {
+            return Ok(None);
+        };
+        stdin.write_all(b"?\n")?;
+        stdin.flush()?;
+        let mut line = String::new();
+        stdout.read_line(&mut line)?;
+        let mut it = line.split_whitespace().map(str::parse::<u64>);
+        match (it.next(), it.next()) {
+            (Some(Ok(bytes)), Some(Ok(calls))) => Ok(Some((bytes, calls))),
+            _ => bail!("{}: unreadable allocation report {line:?}", self.spec.name),
+        }
+    }
+
+    /// `VmHWM`: the most resident memory the server ever had.
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loopback port free for TCP and UDP both (wedge serves h3 on its TLS port).
+fn free_port() -> Result<u16> {
+    for _ in 0..50 {
+        let tcp = TcpListener::bind("127.0.0.1:0")?;
+        let port = tcp.local_addr()?.port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no free loopback port for TCP and UDP")
+}
+
+/// The wasmtime version wedge builds on, from the workspace manifest.
+pub fn wasmtime_version(repo: &Path) -> Result<String> {
+    let manifest = std::fs::read_to_string(repo.join("Cargo.toml"))?;
+    let line = manifest
+        .lines()
+        .find(|l| l.starts_with("wasmtime = "))
+        .context("the workspace manifest names no wasmtime")?;
+    let version = line
+        .split('"')
+        .nth(1)
+        .context("wasmtime's version in Cargo.toml")?;
+    Ok(version.trim_start_matches('=').to_string())
+}
+
+/// Whether `wedge serve --help` lists `flag`.
+pub fn wedge_accepts(wedge: &Path, flag: &str) -> Result<bool> {
+    let out = Command::new(wedge).args(["serve", "--help"]).output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).contains(flag))
+}
