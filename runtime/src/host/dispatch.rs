@@ -22,7 +22,7 @@ use super::admission::Refused;
 use super::app::App;
 use super::body::{First, GuestBody, LimitedBody, Outcome, ResponseBody, delivered, first};
 use super::fault::Fault;
-use super::store::{CpuMetering, GuestState, new_store};
+use super::store::{GuestState, new_store};
 
 /// Aborts the guest call when the response (or its body) is dropped before
 /// the call finished, e.g. because the peer went away.
@@ -159,7 +159,6 @@ impl App {
             &self.limits,
             &self.outbound,
             &self.vars,
-            CpuMetering::AroundPolls,
         );
         let scheme = match scheme {
             RequestScheme::Http => Scheme::Http,
@@ -268,9 +267,7 @@ pub(crate) async fn instantiate(
     store: &mut Store<GuestState>,
     deadline: Instant,
 ) -> Result<Proxy, Fault> {
-    let cpu = store.data().cpu.usage();
-    let instantiate = cpu.metered(app.pre.instantiate_async(&mut *store));
-    match timeout_at(deadline, instantiate).await {
+    match timeout_at(deadline, app.pre.instantiate_async(&mut *store)).await {
         Err(_) => Err(Fault::WallTime {
             limit: app.limits.wall_time,
             started: false,
@@ -289,11 +286,10 @@ pub(crate) async fn call_handler(
     outparam: Resource<HostResponseOutparam>,
     deadline: Instant,
 ) -> Outcome {
-    let cpu = store.data().cpu.usage();
     let call = proxy
         .wasi_http_incoming_handler()
         .call_handle(&mut *store, req, outparam);
-    match timeout_at(deadline, cpu.metered(call)).await {
+    match timeout_at(deadline, call).await {
         Err(_) => Err(Fault::WallTime {
             limit: app.limits.wall_time,
             started: true,

@@ -44,7 +44,7 @@ use super::app::App;
 use super::body::{BodyError, LimitedBody, OverLimit, ResponseBody};
 use super::dispatch::{RequestScheme, plain, too_large};
 use super::fault::Fault;
-use super::store::{CpuMetering, GuestState, new_store};
+use super::store::{GuestState, new_store};
 use crate::metrics::Open;
 
 /// An app version's reused instances: one `ProxyHandler`, made on the first request.
@@ -292,7 +292,6 @@ impl HandlerState for AppInstances {
             &app.limits,
             &app.outbound,
             &app.vars,
-            CpuMetering::AtTransitions,
         );
         let running = app.metrics.instance();
         let deadline = Instant::now() + app.limits.wall_time;

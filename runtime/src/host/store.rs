@@ -93,25 +93,24 @@ impl ResourceLimiter for MemoryLimiter {
     }
 }
 
-/// The request's CPU time: time spent inside polls of its guest call, that is
-/// running guest code and the host calls it makes synchronously. Waiting on I/O
-/// (the call future pending) does not count. Measured per poll rather than per
-/// host call: a clock read on every guest/host transition cost more than the
-/// guest's own work for small handlers.
+/// The request's CPU time: time spent running guest code, measured at every
+/// guest/host transition; host calls (where the guest waits on I/O, or the host
+/// moves its bodies) do not count. Metering around whole polls of the call was
+/// tried and is cheaper, but it counted the host's streaming work too: a proxy
+/// moving 48 MiB hit a 1 s limit its guest code never came near.
 pub struct CpuMeter {
     limit: Duration,
     use_: Arc<CpuUse>,
     pub(crate) exceeded: bool,
 }
 
-/// What the guest call's polls have used so far; shared between the poll
-/// wrapper (which owns the store mutably while it polls) and the store's epoch
-/// callback (which runs inside such a poll).
+/// What the guest has used so far, written at transitions and read by the
+/// store's epoch callback.
 pub(crate) struct CpuUse {
-    /// Nanoseconds used by finished polls.
+    /// Nanoseconds of guest code run so far, the current stretch left out.
     used: AtomicU64,
-    /// When the poll now running started, in nanoseconds after `origin`; 0 when
-    /// none runs.
+    /// When the guest code now running was entered, in nanoseconds after
+    /// `origin`; 0 while the host runs.
     running_since: AtomicU64,
     origin: Instant,
 }
@@ -126,22 +125,8 @@ impl CpuUse {
     }
 
     fn now(&self) -> u64 {
-        // +1 so a poll starting at the origin is not read as "none running".
+        // +1 so a stretch starting at the origin is not read as "none running".
         self.origin.elapsed().as_nanos() as u64 + 1
-    }
-
-    /// Awaits `call`, counting the time of each of its polls.
-    pub(crate) async fn metered<F: Future>(&self, call: F) -> F::Output {
-        let mut call = std::pin::pin!(call);
-        std::future::poll_fn(|cx| self.poll_metered(|| call.as_mut().poll(cx))).await
-    }
-
-    /// Runs one poll of the guest call, counting its time.
-    fn poll_metered<R>(&self, poll: impl FnOnce() -> R) -> R {
-        self.start_running();
-        let result = poll();
-        self.stop_running();
-        result
     }
 
     fn start_running(&self) {
@@ -169,11 +154,6 @@ impl CpuMeter {
         self.limit
     }
 
-    /// The counter the guest call's polls add to.
-    pub(crate) fn usage(&self) -> Arc<CpuUse> {
-        self.use_.clone()
-    }
-
     /// Meters one more request on a reused instance. With no other request in
     /// flight the meter starts again from zero with one request's budget; beside
     /// requests in flight (a p3 instance serving several at once) the instance's
@@ -190,18 +170,8 @@ impl CpuMeter {
     }
 }
 
-/// Where a store's CPU time is measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CpuMetering {
-    /// Around each poll of the guest call ([`CpuUse::metered`]): the caller
-    /// polls the call itself (fresh instances).
-    AroundPolls,
-    /// At every guest/host transition, for stores whose calls wasmtime's
-    /// `ProxyHandler` polls (no poll of them can be wrapped). Costs a clock read
-    /// per transition.
-    AtTransitions,
-}
-
+/// Guest time starts when wasm is entered or a host call returns to it, and
+/// stops when wasm returns or calls the host.
 fn meter_at_transitions(store: &mut Store<GuestState>) {
     store.call_hook(|mut ctx: StoreContextMut<'_, GuestState>, hook| {
         let cpu = &ctx.data_mut().cpu.use_;
@@ -221,7 +191,6 @@ pub fn new_store(
     limits: &Limits,
     outbound: &Arc<OutboundGate>,
     vars: &GuestVars,
-    metering: CpuMetering,
 ) -> Store<GuestState> {
     // The environment is exactly the app's: the builder starts empty and never
     // inherits the host's.
@@ -248,9 +217,7 @@ pub fn new_store(
     };
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
-    if metering == CpuMetering::AtTransitions {
-        meter_at_transitions(&mut store);
-    }
+    meter_at_transitions(&mut store);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut ctx| {
         let cpu = &mut ctx.data_mut().cpu;
