@@ -55,7 +55,8 @@ pub enum RequestScheme {
 }
 
 impl App {
-    /// Runs the app's handler for one request in a fresh instance.
+    /// Runs the app's handler for one request: in a fresh instance, or in a
+    /// reused one when the app reuses instances.
     pub async fn handle<B>(
         self: &Arc<Self>,
         request: Request<B>,

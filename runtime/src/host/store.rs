@@ -2,8 +2,6 @@
 //! limiter and the CPU meter.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
@@ -100,58 +98,28 @@ impl ResourceLimiter for MemoryLimiter {
 /// moving 48 MiB hit a 1 s limit its guest code never came near.
 pub struct CpuMeter {
     limit: Duration,
-    use_: Arc<CpuUse>,
+    used: Duration,
+    in_guest_since: Option<Instant>,
     pub(crate) exceeded: bool,
-}
-
-/// What the guest has used so far, written at transitions and read by the
-/// store's epoch callback.
-pub(crate) struct CpuUse {
-    /// Nanoseconds of guest code run so far, the current stretch left out.
-    used: AtomicU64,
-    /// When the guest code now running was entered, in nanoseconds after
-    /// `origin`; 0 while the host runs.
-    running_since: AtomicU64,
-    origin: Instant,
-}
-
-impl CpuUse {
-    fn new() -> Self {
-        CpuUse {
-            used: AtomicU64::new(0),
-            running_since: AtomicU64::new(0),
-            origin: Instant::now(),
-        }
-    }
-
-    fn now(&self) -> u64 {
-        // +1 so a stretch starting at the origin is not read as "none running".
-        self.origin.elapsed().as_nanos() as u64 + 1
-    }
-
-    fn start_running(&self) {
-        self.running_since.store(self.now(), Relaxed);
-    }
-
-    fn stop_running(&self) {
-        let since = self.running_since.swap(0, Relaxed);
-        if since != 0 {
-            self.used.fetch_add(self.now() - since, Relaxed);
-        }
-    }
-
-    fn used_now(&self) -> Duration {
-        let running = match self.running_since.load(Relaxed) {
-            0 => 0,
-            since => self.now().saturating_sub(since),
-        };
-        Duration::from_nanos(self.used.load(Relaxed) + running)
-    }
 }
 
 impl CpuMeter {
     pub(crate) fn limit(&self) -> Duration {
         self.limit
+    }
+
+    fn enter_guest(&mut self) {
+        self.in_guest_since = Some(Instant::now());
+    }
+
+    fn leave_guest(&mut self) {
+        if let Some(since) = self.in_guest_since.take() {
+            self.used += since.elapsed();
+        }
+    }
+
+    fn used_now(&self) -> Duration {
+        self.used + self.in_guest_since.map_or(Duration::ZERO, |t| t.elapsed())
     }
 
     /// Meters one more request on a reused instance. With no other request in
@@ -161,7 +129,7 @@ impl CpuMeter {
     /// request inside one instance.
     pub(crate) fn admit_request(&mut self, per_request: Duration, alone: bool) {
         if alone {
-            self.use_.used.store(0, Relaxed);
+            self.used = Duration::ZERO;
             self.limit = per_request;
             self.exceeded = false;
         } else {
@@ -174,10 +142,10 @@ impl CpuMeter {
 /// stops when wasm returns or calls the host.
 fn meter_at_transitions(store: &mut Store<GuestState>) {
     store.call_hook(|mut ctx: StoreContextMut<'_, GuestState>, hook| {
-        let cpu = &ctx.data_mut().cpu.use_;
+        let cpu = &mut ctx.data_mut().cpu;
         match hook {
-            CallHook::CallingWasm | CallHook::ReturningFromHost => cpu.start_running(),
-            CallHook::ReturningFromWasm | CallHook::CallingHost => cpu.stop_running(),
+            CallHook::CallingWasm | CallHook::ReturningFromHost => cpu.enter_guest(),
+            CallHook::ReturningFromWasm | CallHook::CallingHost => cpu.leave_guest(),
         }
         Ok(())
     });
@@ -211,7 +179,8 @@ pub fn new_store(
         },
         cpu: CpuMeter {
             limit: limits.cpu_time,
-            use_: Arc::new(CpuUse::new()),
+            used: Duration::ZERO,
+            in_guest_since: None,
             exceeded: false,
         },
     };
@@ -221,7 +190,7 @@ pub fn new_store(
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut ctx| {
         let cpu = &mut ctx.data_mut().cpu;
-        if cpu.use_.used_now() > cpu.limit {
+        if cpu.used_now() > cpu.limit {
             cpu.exceeded = true;
             return Ok(UpdateDeadline::Interrupt);
         }
