@@ -155,3 +155,98 @@ fn admission_stays_in_front_of_reused_instances() {
         1.0
     );
 }
+
+#[test]
+fn a_client_that_leaves_does_not_free_the_slot_of_its_running_request() {
+    let limits = "max_concurrent = 1\nqueue = 0\nwall_time = \"3s\"";
+    let wedge = Metered::start(&[app("probe", "p3_probe", "/probe", limits)]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut client = h2c(wedge.server()).await;
+        let (response, mut body) = park_at_barrier(&wedge, &mut client, 1, 99)
+            .await
+            .pop()
+            .unwrap();
+        // The client leaves; the guest keeps running the request (at its barrier).
+        body.send_reset(h2::Reason::CANCEL);
+        drop(response);
+        poll_until("the server let go of the reset stream", || {
+            let open = wedge
+                .samples()
+                .get("wedge_streams_open", &[("protocol", "h2")]);
+            (open == 0.0).then_some(())
+        });
+        let (status, text) = answer(send(&mut client, "/probe/count")).await;
+        assert_eq!(
+            status, 503,
+            "the running request's slot was given away: {text}"
+        );
+    });
+    // Once the abandoned request expires (its wall time), its slot comes back.
+    poll_until("the slot back after the abandoned request expired", || {
+        (get(&wedge, "/probe/count").0 == "200").then_some(())
+    });
+}
+
+#[test]
+fn requests_sharing_a_p3_instance_share_its_cpu_time_equally() {
+    let wedge = Metered::start(&[app("probe", "p3_probe", "/probe", "cpu_time = \"150ms\"")]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut client = h2c(wedge.server()).await;
+        // One request stays on the instance (using no CPU) while others come and go.
+        let _parked = park_at_barrier(&wedge, &mut client, 1, 99).await;
+        // Each one is done before the next: the instance never holds more than two
+        // requests, so never more than two requests' budget (300 ms).
+        for _ in 0..5 {
+            let spun = answer(send(&mut client, "/probe/spin?ms=100")).await;
+            assert_eq!(spun, (200, "spun 100\n".into()));
+        }
+        let (status, text) = answer(send(&mut client, "/probe/spin?ms=400")).await;
+        assert_eq!(status, 504, "400 ms beside one idle request: {text}");
+    });
+    // The fault names one request's limit, not the instance's budget.
+    wedge
+        .server()
+        .wait_for_log("CPU time limit of 150ms exceeded");
+    assert_eq!(wedge.created("probe"), 1.0);
+}
+
+#[test]
+fn a_reused_instance_s_response_body_ends_at_its_wall_time() {
+    // Enough requests per instance that the loop below never retires it (a retired
+    // instance would go at its own expiry, drip and all).
+    let limits = "wall_time = \"1s\"\ninstance_reuse = 100000";
+    let wedge = Metered::start(&[app("probe", "p3_probe", "/probe", limits)]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut client = h2c(wedge.server()).await;
+        let response = send(&mut client, "/probe/drip?ms=20").await.unwrap();
+        assert_eq!(response.status(), 200);
+        let mut body = response.into_body();
+        let drip = tokio::spawn(async move {
+            while let Some(chunk) = body.data().await {
+                let chunk = chunk?;
+                body.flow_control().release_capacity(chunk.len()).unwrap();
+            }
+            Ok::<(), h2::Error>(())
+        });
+        // Requests keep arriving on the instance, so its own expiry (counted from
+        // its latest request) never comes: only the drip's deadline can end it.
+        let bound = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        for _ in 0..20_000 {
+            if drip.is_finished() || std::time::Instant::now() > bound {
+                break;
+            }
+            let (status, _) = answer(send(&mut client, "/probe/count")).await;
+            assert_eq!(status, 200);
+        }
+        assert!(drip.is_finished(), "the drip outlived its wall time");
+        let ended = drip.await.unwrap();
+        assert!(ended.is_err(), "the drip must be cut off, not ended");
+    });
+    let samples = wedge.samples();
+    let wall = [("app", "probe"), ("kind", "wall_timeout")];
+    assert_eq!(samples.get("wedge_guest_faults_total", &wall), 1.0);
+    assert_eq!(wedge.created("probe"), 1.0, "the instance lives on");
+}

@@ -12,6 +12,8 @@
 //!   code at all, so the instance has room for the next one at once.
 //! - `…/sleep?ms=N`: never reads its body; waits N ms, then answers `200 slept N\n`.
 //! - `…/spin?ms=N`: runs guest code (a busy loop) for N ms, then `200 spun N\n`.
+//! - `…/drip?ms=N`: a `200` whose body never ends: a 1 KiB chunk every N ms until
+//!   the host stops taking them.
 //! - `…/trap`: panics (a trap), failing the instance and every request on it.
 //! - `…/trap-mid-body`: a `200` head, three chunks of 4096 bytes (`x`), each written
 //!   once the host took the one before, then a panic in the task writing the body:
@@ -27,8 +29,8 @@ use wasip3::http::types::{ErrorCode, Fields, Request, Response};
 use wasip3::wit_bindgen::StreamResult;
 use wasip3::{wit_future, wit_stream};
 
-const USAGE: &str =
-    "p3-probe: try /stream, /barrier?n=N, /sleep?ms=N, /spin?ms=N, /trap, /trap-mid-body, /count\n";
+const USAGE: &str = "p3-probe: try /stream, /barrier?n=N, /sleep?ms=N, /spin?ms=N, /drip?ms=N, /trap, \
+     /trap-mid-body, /count\n";
 const MILLISECOND: u64 = 1_000_000;
 
 /// Requests this instance has seen, and those that reached `/barrier`.
@@ -87,6 +89,10 @@ impl wasip3::exports::http::handler::Guest for Probe {
                 }
                 None => Ok(text(400, "usage: /spin?ms=N\n")),
             },
+            "drip" => match number("ms") {
+                Some(ms) => Ok(drip(ms)),
+                None => Ok(text(400, "usage: /drip?ms=N\n")),
+            },
             "trap" => panic!("p3-probe: trap on demand"),
             "trap-mid-body" => {
                 let (mut body_tx, body_rx) = wit_stream::new();
@@ -144,6 +150,20 @@ fn respond(status: u16, chunks: Vec<Vec<u8>>) -> Response {
             if !body_tx.write_all(chunk).await.is_empty() {
                 return; // the peer went away
             }
+        }
+    });
+    response
+}
+
+/// A `200` whose body is a 1 KiB chunk every `ms` milliseconds, never ended.
+fn drip(ms: u64) -> Response {
+    let (mut body_tx, body_rx) = wit_stream::new();
+    let (trailers_tx, trailers_rx) = wit_future::new(|| Ok(None));
+    let (response, _sent) = Response::new(Fields::new(), Some(body_rx), trailers_rx);
+    wasip3::spawn(async move {
+        let _unfinished = trailers_tx;
+        while body_tx.write_all(vec![b'd'; 1024]).await.is_empty() {
+            wait_for(ms * MILLISECOND).await;
         }
     });
     response

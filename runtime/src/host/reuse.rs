@@ -18,7 +18,7 @@
 //! trap); the next request gets a fresh instance.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::{Context, Poll, ready};
 
@@ -72,7 +72,9 @@ impl App {
     }
 
     /// Answers one admitted request on a reused instance. `slot` is held until the
-    /// response body is done (or the request failed), as on the fresh-instance path.
+    /// response body is done or the request failed, and, once a worker took the
+    /// request, until its guest answered or the request expired: a client that
+    /// leaves early does not free the slot of a request still running.
     pub(super) async fn handle_reused<B>(
         self: &Arc<Self>,
         request: Request<LimitedBody<B>>,
@@ -94,11 +96,14 @@ impl App {
             );
         }
         let deadline = Instant::now() + self.limits.wall_time;
-        let accepted = Arc::new(OnceLock::new());
+        let claim = Arc::new(Claim {
+            _slot: slot,
+            instance: OnceLock::new(),
+        });
         let (verdict_tx, verdict) = oneshot::channel();
         let ticket = Ticket {
             deadline,
-            accepted: accepted.clone(),
+            claim: claim.clone(),
             verdict: verdict_tx,
         };
         let handled = timeout_at(deadline, self.workers.handler(self).handle(ticket, request));
@@ -108,9 +113,10 @@ impl App {
                 return response.map(|body| {
                     ResponseBody::Reused(ReusedBody {
                         inner: body,
-                        accepted,
+                        claim,
                         app: self.clone(),
-                        _slot: slot,
+                        deadline: Box::pin(sleep_until(deadline)),
+                        expired: false,
                     })
                 });
             }
@@ -118,7 +124,7 @@ impl App {
             // Not even a worker's expiry answered: the request never got an instance.
             Err(_) => Fault::WallTime {
                 limit: self.limits.wall_time,
-                started: accepted.get().is_some(),
+                started: claim.instance.get().is_some(),
             },
         };
         self.report(&fault);
@@ -202,13 +208,30 @@ fn one_line(err: &wasmtime::Error) -> String {
         .collect()
 }
 
-/// A request's deadline, where the worker that takes it leaves its instance's
-/// shared state (for the response body), and how it tells, once the request has
-/// ended, whether its instance lived on or failed.
+/// A request's deadline, its claim on the app and its instance, and how it is
+/// told, once the request has ended, whether its instance lived on or failed.
 struct Ticket {
     deadline: Instant,
-    accepted: Arc<OnceLock<Arc<Shared>>>,
+    claim: Arc<Claim>,
     verdict: oneshot::Sender<Option<Fault>>,
+}
+
+/// What a request holds while anyone still works on it: the caller (until the
+/// response body is done) and, once a worker took it, the worker (until the guest
+/// answered or the request expired). Holds the app's admission slot; when the
+/// last holder lets go the request is done, and its instance's CPU meter is told.
+struct Claim {
+    _slot: Slot,
+    /// The instance that took the request: set once, by its worker.
+    instance: OnceLock<Arc<Shared>>,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Some(shared) = self.instance.get() {
+            shared.cpu_released.fetch_add(1, Ordering::AcqRel);
+        }
+    }
 }
 
 /// A fault as an error, so that a failed instantiation keeps its cause through
@@ -226,8 +249,9 @@ impl std::error::Error for Failed {}
 
 /// What one instance's worker and its requests share.
 struct Shared {
-    /// Requests accepted and not yet answered (or expired).
-    in_flight: AtomicUsize,
+    /// Requests done, for the instance's CPU meter (which shares its time
+    /// among the requests it holds).
+    cpu_released: Arc<AtomicU32>,
     /// The instance was dropped for being overdue (past the wall-clock limit).
     overdue: AtomicBool,
     /// Set once, when the instance is gone: `Some(fault)` if it failed.
@@ -252,16 +276,16 @@ impl Shared {
     }
 }
 
-/// Counts a request in flight on its instance while the worker keeps its expiry;
+/// A request on its instance while the worker keeps its expiry: holds its claim;
 /// when it ends, leaves the request to be told how the instance fared.
 struct InFlight {
     shared: Arc<Shared>,
     verdict: Option<oneshot::Sender<Option<Fault>>>,
+    _claim: Arc<Claim>,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
         if let Some(verdict) = self.verdict.take() {
             self.shared
                 .ended
@@ -308,8 +332,13 @@ impl HandlerState for AppInstances {
             Ok(Err(err)) => return Err(Failed(Fault::from_call_error(err, store.data())).into()),
             Ok(Ok(proxy)) => proxy,
         };
+        let cpu_released = Arc::new(AtomicU32::new(0));
+        store
+            .data_mut()
+            .cpu
+            .share_among_requests(cpu_released.clone());
         let shared = Arc::new(Shared {
-            in_flight: AtomicUsize::new(0),
+            cpu_released,
             overdue: AtomicBool::new(false),
             fate: OnceLock::new(),
             ended: Mutex::new(Vec::new()),
@@ -378,15 +407,12 @@ impl WorkerState for InstanceState {
         ticket: Ticket,
         _task: GuestTaskId,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + Sync>> {
-        let alone = self.shared.in_flight.fetch_add(1, Ordering::AcqRel) == 0;
-        store
-            .data_mut()
-            .cpu
-            .admit_request(self.app.limits.cpu_time, alone);
-        let _ = ticket.accepted.set(self.shared.clone());
+        store.data_mut().admit_request();
+        let _ = ticket.claim.instance.set(self.shared.clone());
         let in_flight = InFlight {
             shared: self.shared.clone(),
             verdict: Some(ticket.verdict),
+            _claim: ticket.claim,
         };
         // Resolving expires the request (504); the worker then takes no more and
         // goes once the others are done.
@@ -459,17 +485,34 @@ impl WorkerExpiration for Expiry {
 /// A reused instance's response body. wasmtime ends a body cleanly when the instance
 /// behind it is dropped, trap or not, so its end counts as one only while the instance
 /// has not failed (else the fault is reported for this request, as the fresh path
-/// reports a fault after the head); the app's slot is held until the body is done.
+/// reports a fault after the head). The request's wall-clock deadline still runs:
+/// the instance's own expiry counts from its latest request, so a busy instance
+/// would let a body stream forever. The claim is held until the body is done.
 pub struct ReusedBody {
     inner: WasiBody,
-    accepted: Arc<OnceLock<Arc<Shared>>>,
+    claim: Arc<Claim>,
     app: Arc<App>,
-    _slot: Slot,
+    deadline: Pin<Box<Sleep>>,
+    expired: bool,
 }
 
 impl ReusedBody {
     fn failure(&self) -> Option<Fault> {
-        self.accepted.get().and_then(|shared| shared.failure())
+        self.claim
+            .instance
+            .get()
+            .and_then(|shared| shared.failure())
+    }
+
+    /// Ends the body at its deadline, as a fault of this request.
+    fn expire(&mut self) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        self.expired = true;
+        let fault = Fault::WallTime {
+            limit: self.app.limits.wall_time,
+            started: true,
+        };
+        self.app.report(&fault);
+        Poll::Ready(Some(Err(BodyError::Aborted(fault))))
     }
 }
 
@@ -481,15 +524,26 @@ impl Body for ReusedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        let ended = match ready!(Pin::new(&mut self.inner).poll_frame(cx)) {
-            Some(Ok(frame)) => return Poll::Ready(Some(Ok(frame))),
-            Some(Err(err)) => Some(err),
-            None => None,
+        let this = &mut *self;
+        if this.expired {
+            return Poll::Ready(None);
+        }
+        if this.deadline.is_elapsed() {
+            return this.expire();
+        }
+        let ended = match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => return Poll::Ready(Some(Ok(frame))),
+            Poll::Ready(Some(Err(err))) => Some(err),
+            Poll::Ready(None) => None,
+            Poll::Pending => {
+                ready!(this.deadline.as_mut().poll(cx));
+                return this.expire();
+            }
         };
         // An end or an error after the instance failed is the failure's doing.
-        match (self.failure(), ended) {
+        match (this.failure(), ended) {
             (Some(fault), _) => {
-                self.app.report(&fault);
+                this.app.report(&fault);
                 Poll::Ready(Some(Err(BodyError::Aborted(fault))))
             }
             (None, Some(err)) => Poll::Ready(Some(Err(BodyError::Guest(err)))),
@@ -498,7 +552,7 @@ impl Body for ReusedBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream() && self.failure().is_none()
+        !self.expired && self.inner.is_end_stream() && self.failure().is_none()
     }
 
     fn size_hint(&self) -> SizeHint {

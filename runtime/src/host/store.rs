@@ -2,6 +2,7 @@
 //! limiter and the CPU meter.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
@@ -24,6 +25,17 @@ pub struct GuestState {
     vars: GuestVars,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) cpu: CpuMeter,
+}
+
+impl GuestState {
+    /// Starts one more request on a reused instance: its CPU share, and, on an
+    /// instance no other request holds, a memory limiter with no denial left
+    /// from earlier requests (a later trap must not be blamed on it).
+    pub(crate) fn admit_request(&mut self) {
+        if self.cpu.admit_request() {
+            self.limiter.denied = false;
+        }
+    }
 }
 
 impl WasiView for GuestState {
@@ -97,13 +109,41 @@ impl ResourceLimiter for MemoryLimiter {
 /// tried and is cheaper, but it counted the host's streaming work too: a proxy
 /// moving 48 MiB hit a 1 s limit its guest code never came near.
 pub struct CpuMeter {
+    /// One request's CPU time (`cpu_time`): what a fault reports.
     limit: Duration,
+    /// What guest code in this store may use before it is interrupted: `limit`,
+    /// or on a reused instance one `limit` per request it holds (see [`Shares`]).
+    budget: Duration,
     used: Duration,
     in_guest_since: Option<Instant>,
+    shares: Option<Shares>,
     pub(crate) exceeded: bool,
 }
 
+/// A reused instance's requests share its meter: guest time inside one instance
+/// cannot be told apart by request, so each request is charged an equal share of
+/// it. A request brings one `limit` of budget when it starts; when it is done
+/// (its response body ended or dropped, from any thread) it takes its budget
+/// and its share of the time used so far away again.
+struct Shares {
+    held: u32,
+    /// Requests done since the meter last looked.
+    released: Arc<AtomicU32>,
+}
+
 impl CpuMeter {
+    fn new(limit: Duration) -> Self {
+        CpuMeter {
+            limit,
+            budget: limit,
+            used: Duration::ZERO,
+            in_guest_since: None,
+            shares: None,
+            exceeded: false,
+        }
+    }
+
+    /// One request's CPU time limit.
     pub(crate) fn limit(&self) -> Duration {
         self.limit
     }
@@ -122,18 +162,52 @@ impl CpuMeter {
         self.used + self.in_guest_since.map_or(Duration::ZERO, |t| t.elapsed())
     }
 
-    /// Meters one more request on a reused instance. With no other request in
-    /// flight the meter starts again from zero with one request's budget; beside
-    /// requests in flight (a p3 instance serving several at once) the instance's
-    /// budget grows by one request's, since guest time cannot be told apart by
-    /// request inside one instance.
-    pub(crate) fn admit_request(&mut self, per_request: Duration, alone: bool) {
+    /// Whether guest code has used up its budget (checked at every epoch tick).
+    fn over_budget(&mut self) -> bool {
+        self.settle_released();
+        self.used_now() > self.budget
+    }
+
+    /// Meters this store's requests by [`Shares`]; `released` is counted up once
+    /// per request done.
+    pub(crate) fn share_among_requests(&mut self, released: Arc<AtomicU32>) {
+        self.shares = Some(Shares { held: 0, released });
+    }
+
+    /// Meters one more request on a reused instance; true if it is the only one.
+    /// The first request of an idle instance starts from zero; time used after the
+    /// last request was done (work the guest left running) was charged to that
+    /// last request.
+    fn admit_request(&mut self) -> bool {
+        self.settle_released();
+        let Some(shares) = &mut self.shares else {
+            return true;
+        };
+        let alone = shares.held == 0;
         if alone {
             self.used = Duration::ZERO;
-            self.limit = per_request;
+            self.budget = Duration::ZERO;
             self.exceeded = false;
-        } else {
-            self.limit = self.limit.saturating_add(per_request);
+        }
+        shares.held += 1;
+        self.budget = self.budget.saturating_add(self.limit);
+        alone
+    }
+
+    /// Takes the budget and the equal share of the time used of every request
+    /// done since the last look. The last request keeps both: guest work still
+    /// running after it is charged to it.
+    fn settle_released(&mut self) {
+        let Some(shares) = &mut self.shares else {
+            return;
+        };
+        let released = shares.released.swap(0, Ordering::AcqRel);
+        for _ in 0..released {
+            if shares.held > 1 {
+                self.used -= self.used / shares.held;
+                self.budget = self.budget.saturating_sub(self.limit);
+            }
+            shares.held = shares.held.saturating_sub(1);
         }
     }
 }
@@ -177,12 +251,7 @@ pub fn new_store(
             limit: limits.memory,
             denied: false,
         },
-        cpu: CpuMeter {
-            limit: limits.cpu_time,
-            used: Duration::ZERO,
-            in_guest_since: None,
-            exceeded: false,
-        },
+        cpu: CpuMeter::new(limits.cpu_time),
     };
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
@@ -190,7 +259,7 @@ pub fn new_store(
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut ctx| {
         let cpu = &mut ctx.data_mut().cpu;
-        if cpu.used_now() > cpu.limit {
+        if cpu.over_budget() {
             cpu.exceeded = true;
             return Ok(UpdateDeadline::Interrupt);
         }
