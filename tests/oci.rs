@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -16,6 +16,7 @@ use support::{Server, curl, example, poll_until, sha256, temp_dir, wedge};
 /// Where Debian's `docker-registry` package installs the registry.
 const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 const HELLO: &str = "Hello, world!\n";
+const RAW: &str = "Hello from a raw component!\n";
 const TOKEN: &str = "oci-test-token-0123456789";
 
 /// A `docker-registry` serving plain HTTP on 127.0.0.1, its storage in a temp dir;
@@ -444,10 +445,80 @@ fn the_admin_api_deploys_an_oci_reference_and_restores_it() {
     );
     assert_eq!(body(&server), HELLO);
 
-    // The deploy is kept in the data dir and pulled again at start.
+    // The same tag deployed again is resolved again: it picks up what was pushed.
+    let moved = push(&example("raw"), &format!("{}/hello:v1", registry.addr));
+    let deploy_again = || {
+        wedge(
+            &[
+                "deploy",
+                "hello",
+                &tagged,
+                "--admin",
+                &admin,
+                "--token-file",
+                &token_file,
+                "--route",
+                "/",
+            ],
+            &data,
+        )
+    };
+    let out = deploy_again();
+    assert!(out.status.success(), "wedge deploy: {}", text(&out.stderr));
+    assert_eq!(body(&server), RAW);
+    server.wait_for_log(&format!("app `hello`: {tagged} resolved to {moved}"));
+
+    // The deploy is kept in the data dir, pinned to the digest it resolved to: a
+    // restart serves that even though the tag has moved on since.
+    push(&example("hello"), &format!("{}/hello:v1", registry.addr));
     drop(server);
     let restarted = start();
-    assert_eq!(body(&restarted), HELLO);
+    assert_eq!(body(&restarted), RAW);
+    restarted.wait_for_log(&format!("@{moved} resolved to {moved}"));
+}
+
+#[test]
+fn a_registry_that_trickles_is_cut_off_at_registry_deadline() {
+    // Answers every request with a manifest that never ends: a byte every 100 ms,
+    // each well within --registry-timeout.
+    let trickle = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = trickle.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in trickle.incoming().take(8) {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut request = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while request.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/vnd.oci.image.manifest.v1+json\r\n\
+                            transfer-encoding: chunked\r\n\r\n";
+                if stream.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                // Bounded: 2 minutes at most, or until wedge hangs up.
+                for _ in 0..1200 {
+                    if stream.write_all(b"1\r\n \r\n").is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+        }
+    });
+    let reference = format!("oci://{addr}/hello:v1");
+    let out = serve_fails(
+        &reference,
+        &["--registry-timeout", "10s", "--registry-deadline", "1s"],
+        &temp_dir("trickle"),
+    );
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(&reference), "{stderr}");
+    assert!(
+        stderr.contains("the pull took longer than --registry-deadline (1s)"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -249,14 +249,21 @@ impl Admin {
             Ok(version) => version,
             Err(err) => return server_error(&err),
         };
-        let digest = match self.tenancy.deploy(entry).await {
-            Ok(digest) => digest,
+        let deployed = match self.tenancy.deploy(entry).await {
+            Ok(deployed) => deployed,
             Err(err) => {
                 self.store.discard(version);
                 return text(StatusCode::BAD_REQUEST, &format!("{err:#}"));
             }
         };
-        if let Err(err) = self.store.commit(version) {
+        let digest = deployed.digest;
+        // A tag is resolved once per deploy: a restart serves the digest it resolved
+        // to now, not whatever the tag names by then.
+        let pinned = match &deployed.resolved {
+            Some(resolved) => self.store.pin(&version, resolved),
+            None => Ok(()),
+        };
+        if let Err(err) = pinned.and_then(|()| self.store.commit(version)) {
             return server_error(&err);
         }
         self.readiness.settled(name);

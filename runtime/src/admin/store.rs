@@ -1,7 +1,8 @@
 //! Deployed apps on disk, so they are back after a restart:
 //! `<data-dir>/apps/<name>/` holds each version as `<version>.wasm` and
 //! `<version>.toml` (its settings; no `.wasm` when they name an `oci://`
-//! component), and `current` names the version served.
+//! component, but `<version>.pinned`: the reference they name, pinned to the
+//! digest it resolved to when deployed), and `current` names the version served.
 //! Every file is written to a temporary name and renamed into place; writing
 //! `current` is the commit, so a crash leaves the previous version or the new
 //! one, never half of one.
@@ -12,10 +13,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
-use crate::config::{self, AppConfig};
+use crate::config::{self, AppConfig, ComponentSource};
+use crate::oci::Reference;
 
 /// The file naming the version served.
 const CURRENT: &str = "current";
+
+/// The extension of a version's pinned OCI reference.
+const PINNED: &str = "pinned";
 
 /// The deployed apps' directory.
 pub struct Store {
@@ -84,6 +89,16 @@ impl Store {
         Ok(version)
     }
 
+    /// Records the digest-pinned reference `version`'s OCI component resolved to:
+    /// restored instead of the reference its settings name.
+    pub fn pin(&self, version: &Version, resolved: &Reference) -> Result<()> {
+        let dir = self.app_dir(&version.name);
+        write_atomically(
+            &dir.join(format!("{}.{PINNED}", version.id)),
+            resolved.to_string().as_bytes(),
+        )
+    }
+
     /// Makes `version` the one restored at start and removes the others.
     pub fn commit(&self, version: Version) -> Result<()> {
         let dir = self.app_dir(&version.name);
@@ -104,7 +119,7 @@ impl Store {
     pub fn discard(&self, version: Version) {
         if version.written {
             let dir = self.app_dir(&version.name);
-            for ext in ["wasm", "toml"] {
+            for ext in ["wasm", "toml", PINNED] {
                 let _ = std::fs::remove_file(dir.join(format!("{}.{ext}", version.id)));
             }
         }
@@ -165,10 +180,17 @@ fn saved_app(dir: &Path) -> Result<AppConfig> {
     // No file: the settings name an oci:// component.
     let component = Some(dir.join(format!("{}.wasm", id.trim()))).filter(|path| path.is_file());
     let source = settings.display().to_string();
-    config::parse_app(&config, &source, &name, component).map_err(|errors| {
+    let mut entry = config::parse_app(&config, &source, &name, component).map_err(|errors| {
         let lines: Vec<String> = errors.to_string().lines().map(str::to_string).collect();
         anyhow::anyhow!("{}", lines.join("; "))
-    })
+    })?;
+    let pinned = dir.join(format!("{}.{PINNED}", id.trim()));
+    if let Ok(resolved) = std::fs::read_to_string(&pinned) {
+        let resolved = Reference::parse(resolved.trim())
+            .map_err(|err| anyhow::anyhow!("{}: {err}", pinned.display()))?;
+        entry.component = ComponentSource::Oci(resolved);
+    }
+    Ok(entry)
 }
 
 /// Names a version by its component and settings.

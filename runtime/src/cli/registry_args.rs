@@ -27,6 +27,11 @@ pub struct RegistryArgs {
     #[arg(long, value_name = "DURATION", default_value = oci::DEFAULT_TIMEOUT,
           value_parser = humantime::parse_duration)]
     registry_timeout: Duration,
+
+    /// Time a whole pull from a registry (manifest and component) may take.
+    #[arg(long, value_name = "DURATION", default_value = oci::DEFAULT_DEADLINE,
+          value_parser = humantime::parse_duration)]
+    registry_deadline: Duration,
 }
 
 impl RegistryArgs {
@@ -36,6 +41,7 @@ impl RegistryArgs {
             insecure: self.insecure.clone(),
             max_size: self.registry_max_size,
             timeout: self.registry_timeout,
+            deadline: self.registry_deadline,
         };
         Arc::new(Registry::new(settings, BlobCache::new(data_dir)))
     }

@@ -35,3 +35,5 @@ pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 pub const DEFAULT_MAX_SIZE: &str = "100MiB";
 /// Default of `--registry-timeout`: to connect, and for each read.
 pub const DEFAULT_TIMEOUT: &str = "30s";
+/// Default of `--registry-deadline`: for a whole pull.
+pub const DEFAULT_DEADLINE: &str = "5m";

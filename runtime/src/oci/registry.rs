@@ -27,6 +27,10 @@ pub struct Settings {
     pub max_size: u64,
     /// Time to connect to a registry, and to wait for each read from it.
     pub timeout: Duration,
+    /// Time a whole pull (manifest and component) may take: a registry that keeps
+    /// sending a little at a time must not hold a deploy (or the admin API, which
+    /// deploys one at a time) for ever.
+    pub deadline: Duration,
 }
 
 /// A component as pulled (or found in the cache).
@@ -67,9 +71,15 @@ impl Registry {
     /// Pulls the component `reference` names for app `app` and logs what the
     /// reference resolved to. Errors name the reference.
     pub async fn fetch(&self, app: &str, reference: &Reference) -> Result<Pulled> {
-        let pulled = self
-            .pull(reference)
+        let deadline = self.settings.deadline;
+        let pulled = tokio::time::timeout(deadline, self.pull(reference))
             .await
+            .unwrap_or_else(|_| {
+                Err(anyhow!(
+                    "the pull took longer than --registry-deadline ({})",
+                    humantime::format_duration(deadline)
+                ))
+            })
             .with_context(|| reference.to_string())?;
         tracing::info!(
             "app `{app}`: {reference} resolved to {} (component {}{})",
@@ -99,6 +109,8 @@ impl Registry {
             .pull_manifest_raw(&image, &auth, &[MANIFEST_MEDIA_TYPE])
             .await
             .map_err(|err| failed("fetching the manifest", &err))?;
+        // oci-client reads a manifest whole before it is measured: the pull's
+        // deadline is what bounds a registry that sends an endless one.
         if manifest.len() > MAX_MANIFEST {
             bail!("its manifest is larger than {MAX_MANIFEST} bytes");
         }
@@ -421,6 +433,7 @@ mod tests {
             insecure: Vec::new(),
             max_size: 1 << 20,
             timeout: Duration::from_secs(1),
+            deadline: Duration::from_secs(1),
         };
         let registry = Registry::new(settings, cache.clone());
         assert!(registry.cached(pinned).is_none(), "nothing cached yet");

@@ -13,7 +13,7 @@ use crate::config::{AppConfig, ComponentSource};
 use crate::host::admission::Admission;
 use crate::host::{App, ArtifactCache, Directory, Serving, Tenant};
 use crate::metrics::Metrics;
-use crate::oci::Registry;
+use crate::oci::{Reference, Registry};
 
 /// What each tenant of a load was made from, to recognise unchanged apps next time.
 pub struct Loaded {
@@ -25,6 +25,8 @@ pub struct Loaded {
 struct Source {
     entry: AppConfig,
     digest: [u8; 32],
+    /// An OCI component's reference pinned to the manifest it resolved to.
+    resolved: Option<Reference>,
     tenant: Arc<Tenant>,
 }
 
@@ -33,6 +35,12 @@ impl Loaded {
     pub fn digest(&self, name: &str) -> Option<String> {
         let source = self.sources.get(name)?;
         Some(crate::hex::hex(&source.digest))
+    }
+
+    /// What app `name`'s OCI reference resolved to, pinned by digest (`None` for a
+    /// component file).
+    pub fn resolved(&self, name: &str) -> Option<Reference> {
+        self.sources.get(name)?.resolved.clone()
     }
 
     /// Instances of app `name` running and requests waiting for one.
@@ -45,7 +53,7 @@ impl Loaded {
 }
 
 /// Loads `apps` (compiling on blocking threads) into a directory; apps unchanged
-/// since `previous` are taken over as they are (with `reread`, only if their
+/// since `previous` are taken over as they are (those `reread` names, only if their
 /// component's bytes did not change either: a file is read again, a tag resolved
 /// again). Errors name the app and its component.
 pub async fn load_site(
@@ -54,7 +62,7 @@ pub async fn load_site(
     registry: &Registry,
     apps: &[AppConfig],
     previous: Option<&Loaded>,
-    reread: bool,
+    reread: impl Fn(&str) -> bool,
     metrics: Option<&Metrics>,
 ) -> Result<(Directory, Loaded)> {
     let mut sources = HashMap::new();
@@ -64,12 +72,12 @@ pub async fn load_site(
         // An entry that did not change keeps its tenant; its file is read again only
         // on a config reload (a deploy of another app must not pick up, or trip over,
         // a component being rebuilt in place).
-        if let Some(source) = before.filter(|s| !reread && s.entry == *entry) {
+        if let Some(source) = before.filter(|s| !reread(&entry.name) && s.entry == *entry) {
             routed.push((source.tenant.clone(), entry.routes.clone()));
             sources.insert(entry.name.clone(), source.clone());
             continue;
         }
-        let wasm = read_component(registry, entry).await?;
+        let (wasm, resolved) = read_component(registry, entry).await?;
         let digest: [u8; 32] = Sha256::digest(&wasm).into();
         let unchanged = before.filter(|s| s.digest == digest && s.entry == *entry);
         let tenant = match unchanged {
@@ -94,6 +102,7 @@ pub async fn load_site(
         let source = Source {
             entry: entry.clone(),
             digest,
+            resolved,
             tenant,
         };
         sources.insert(entry.name.clone(), source);
@@ -108,16 +117,20 @@ pub async fn load_site(
 }
 
 /// The bytes of `entry`'s component: its file, or what its OCI reference resolves
-/// to now (pulled, or from the cache when pinned by digest).
-async fn read_component(registry: &Registry, entry: &AppConfig) -> Result<Vec<u8>> {
+/// to now (pulled, or from the cache when pinned by digest), with the reference
+/// pinned to that manifest.
+async fn read_component(
+    registry: &Registry,
+    entry: &AppConfig,
+) -> Result<(Vec<u8>, Option<Reference>)> {
     match &entry.component {
         ComponentSource::File(path) => std::fs::read(path)
+            .map(|wasm| (wasm, None))
             .with_context(|| format!("app `{}`: cannot read {}", entry.name, path.display())),
         ComponentSource::Oci(reference) => {
             let pulled = registry.fetch(&entry.name, reference).await;
-            Ok(pulled
-                .with_context(|| format!("app `{}`", entry.name))?
-                .wasm)
+            let pulled = pulled.with_context(|| format!("app `{}`", entry.name))?;
+            Ok((pulled.wasm, Some(reference.pinned(pulled.manifest))))
         }
     }
 }

@@ -16,7 +16,7 @@ use wasmtime::Engine;
 use crate::config::AppConfig;
 use crate::host::{ArtifactCache, Site};
 use crate::metrics::Metrics;
-use crate::oci::Registry;
+use crate::oci::{Reference, Registry};
 use load::Loaded;
 
 /// The apps served, where they came from, and the site they are served through.
@@ -39,6 +39,15 @@ struct State {
     /// configured one of the same name.
     deployed: BTreeMap<String, AppConfig>,
     loaded: Loaded,
+}
+
+/// What a deploy put in service.
+pub struct Deployed {
+    /// SHA-256 (hex) of the component served.
+    pub digest: String,
+    /// The app's OCI reference pinned to the manifest it resolved to (`None` for an
+    /// uploaded component): what a restart must serve again.
+    pub resolved: Option<Reference>,
 }
 
 /// One app as the admin API lists it.
@@ -65,8 +74,16 @@ impl Tenancy {
         metrics: Option<Arc<Metrics>>,
     ) -> Result<Tenancy> {
         let metrics_ref = metrics.as_deref();
-        let (directory, loaded) =
-            load::load_site(&engine, &cache, &registry, &apps, None, true, metrics_ref).await?;
+        let (directory, loaded) = load::load_site(
+            &engine,
+            &cache,
+            &registry,
+            &apps,
+            None,
+            |_| true,
+            metrics_ref,
+        )
+        .await?;
         Ok(Tenancy {
             site: Arc::new(Site::new(directory)),
             engine,
@@ -91,19 +108,24 @@ impl Tenancy {
     pub async fn reconfigure(&self, apps: Vec<AppConfig>) -> Result<()> {
         let mut state = self.state.lock().await;
         let deployed = state.deployed.clone();
-        self.swap(&mut state, apps, deployed, true).await
+        self.swap(&mut state, apps, deployed, |_| true).await
     }
 
     /// Deploys `entry` (its component file already in place), replacing an app of the
-    /// same name. Returns the component's digest. On error nothing changes.
-    pub async fn deploy(&self, entry: AppConfig) -> Result<String> {
+    /// same name; its component is read again even if the entry is unchanged (a tag
+    /// deployed again is resolved again). On error nothing changes.
+    pub async fn deploy(&self, entry: AppConfig) -> Result<Deployed> {
         let mut state = self.state.lock().await;
         let name = entry.name.clone();
         let mut deployed = state.deployed.clone();
         deployed.insert(name.clone(), entry);
         let configured = state.configured.clone();
-        self.swap(&mut state, configured, deployed, false).await?;
-        Ok(state.loaded.digest(&name).unwrap_or_default())
+        self.swap(&mut state, configured, deployed, |app| app == name)
+            .await?;
+        Ok(Deployed {
+            digest: state.loaded.digest(&name).unwrap_or_default(),
+            resolved: state.loaded.resolved(&name),
+        })
     }
 
     /// Stops serving deployed app `name`; `false` if no such app was deployed.
@@ -114,7 +136,8 @@ impl Tenancy {
             return Ok(false);
         }
         let configured = state.configured.clone();
-        self.swap(&mut state, configured, deployed, false).await?;
+        self.swap(&mut state, configured, deployed, |_| false)
+            .await?;
         Ok(true)
     }
 
@@ -143,7 +166,7 @@ impl Tenancy {
         state: &mut State,
         configured: Vec<AppConfig>,
         deployed: BTreeMap<String, AppConfig>,
-        reread: bool,
+        reread: impl Fn(&str) -> bool,
     ) -> Result<()> {
         let apps = merged(&configured, &deployed);
         let (directory, loaded) = load::load_site(
