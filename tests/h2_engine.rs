@@ -333,6 +333,30 @@ async fn the_next_stream_gets_a_clean_request() {
     assert_eq!(seen[1], (None, None, 0), "nothing of the stream before");
 }
 
+/// After three passes of `n` GETs that warm the connection up, one more pass: the
+/// allocations and writes it took (the client's own frames built before counting).
+async fn a_warm_pass(raw: &mut Raw<DuplexStream>, wire: &Wire, n: u32) -> (usize, usize) {
+    let mut next = 1;
+    for _ in 0..3 {
+        for _ in 0..n {
+            raw.get(next, "/");
+            next += 2;
+        }
+        raw.flush().await;
+        raw.responses_end(n as usize).await;
+    }
+    for i in 0..n {
+        raw.get(next + 2 * i, "/");
+    }
+    let (allocated, written) = (allocations(), wire.writes.load(Ordering::Relaxed));
+    raw.flush().await;
+    raw.responses_end(n as usize).await;
+    (
+        allocations() - allocated,
+        wire.writes.load(Ordering::Relaxed) - written,
+    )
+}
+
 #[test]
 fn a_warm_connection_allocates_none_of_the_engines_objects() {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -340,30 +364,11 @@ fn a_warm_connection_allocates_none_of_the_engines_objects() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let (mut raw, _wire, _shutdown) = pipe(native(|_, _| text(b"hi")), H2Config::default());
+        let (mut raw, wire, _shutdown) = pipe(native(|_, _| text(b"hi")), H2Config::default());
         handshake(&mut raw).await;
         raw.settings_ack();
         const N: u32 = 16;
-        let mut next = 1;
-        let mut pass = async |raw: &mut Raw<DuplexStream>| {
-            for _ in 0..N {
-                raw.get(next, "/");
-                next += 2;
-            }
-            raw.flush().await;
-            raw.responses_end(N as usize).await;
-        };
-        for _ in 0..3 {
-            pass(&mut raw).await;
-        }
-        // Measured: the client's own frames are built before counting starts.
-        for i in 0..N {
-            raw.get(next + 2 * i, "/");
-        }
-        let before = allocations();
-        raw.flush().await;
-        raw.responses_end(N as usize).await;
-        let during = allocations() - before;
+        let (during, _) = a_warm_pass(&mut raw, &wire, N).await;
         assert_eq!(
             during, 0,
             "{during} allocations for {N} requests on a warm connection"
@@ -426,29 +431,10 @@ fn a_warm_connection_streams_chunk_by_chunk_without_allocating() {
     runtime.block_on(async {
         let (mut raw, wire, _shutdown) = pipe(Chunked, H2Config::default());
         handshake(&mut raw).await;
-        // Credit for every pass below: the connection's window is not what is measured.
+        // Credit for every pass: the connection's window is not what is measured.
         raw.settings_ack().window_update(0, 1 << 30);
         const N: u32 = 4;
-        let mut next = 1;
-        let mut pass = async |raw: &mut Raw<DuplexStream>| {
-            for _ in 0..N {
-                raw.get(next, "/");
-                next += 2;
-            }
-            raw.flush().await;
-            raw.responses_end(N as usize).await;
-        };
-        for _ in 0..3 {
-            pass(&mut raw).await;
-        }
-        for i in 0..N {
-            raw.get(next + 2 * i, "/");
-        }
-        let (before, writes_before) = (allocations(), wire.writes.load(Ordering::Relaxed));
-        raw.flush().await;
-        raw.responses_end(N as usize).await;
-        let during = allocations() - before;
-        let writes = wire.writes.load(Ordering::Relaxed) - writes_before;
+        let (during, writes) = a_warm_pass(&mut raw, &wire, N).await;
         // Each chunk left in a write of its own turn (the streams' chunks coalesce
         // across streams, not within one): the flushes being measured happened.
         assert!(writes >= 8, "{writes} writes for {N} streams of 8 chunks");

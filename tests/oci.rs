@@ -397,20 +397,23 @@ fn the_admin_api_deploys_an_oci_reference_and_restores_it() {
     let admin = server.admin_url();
     let token_file = dir.join("token").display().to_string();
     let tagged = registry.reference("hello:v1");
-    let out = wedge(
-        &[
-            "deploy",
-            "hello",
-            &tagged,
-            "--admin",
-            &admin,
-            "--token-file",
-            &token_file,
-            "--route",
-            "/",
-        ],
-        &data,
-    );
+    let deploy = |reference: &str| {
+        wedge(
+            &[
+                "deploy",
+                "hello",
+                reference,
+                "--admin",
+                &admin,
+                "--token-file",
+                &token_file,
+                "--route",
+                "/",
+            ],
+            &data,
+        )
+    };
+    let out = deploy(&tagged);
     assert!(out.status.success(), "wedge deploy: {}", text(&out.stderr));
     assert!(
         text(&out.stdout).starts_with("deployed `hello`"),
@@ -423,20 +426,7 @@ fn the_admin_api_deploys_an_oci_reference_and_restores_it() {
     // A deploy naming a digest the registry does not have is refused with the
     // reference named; the version deployed keeps serving.
     let wrong = registry.reference(&format!("hello@sha256:{}", "1".repeat(64)));
-    let out = wedge(
-        &[
-            "deploy",
-            "hello",
-            &wrong,
-            "--admin",
-            &admin,
-            "--token-file",
-            &token_file,
-            "--route",
-            "/",
-        ],
-        &data,
-    );
+    let out = deploy(&wrong);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
@@ -447,23 +437,7 @@ fn the_admin_api_deploys_an_oci_reference_and_restores_it() {
 
     // The same tag deployed again is resolved again: it picks up what was pushed.
     let moved = push(&example("raw"), &format!("{}/hello:v1", registry.addr));
-    let deploy_again = || {
-        wedge(
-            &[
-                "deploy",
-                "hello",
-                &tagged,
-                "--admin",
-                &admin,
-                "--token-file",
-                &token_file,
-                "--route",
-                "/",
-            ],
-            &data,
-        )
-    };
-    let out = deploy_again();
+    let out = deploy(&tagged);
     assert!(out.status.success(), "wedge deploy: {}", text(&out.stderr));
     assert_eq!(body(&server), RAW);
     server.wait_for_log(&format!("app `hello`: {tagged} resolved to {moved}"));
