@@ -4,10 +4,8 @@
 mod h2_support;
 mod support;
 
-use std::time::Duration;
-
 use h2_support::raw::Raw;
-use h2_support::{TestServer, app, fill_one_window, get, post, read_body, send_body};
+use h2_support::{TestServer, app, get, post, read_body, send_body, stall_uploads};
 use support::{Server, example, pattern, sha256};
 use tokio::net::TcpStream;
 use wedge::net::h2::H2Config;
@@ -110,15 +108,7 @@ async fn guests_that_never_read_stall_only_their_own_streams() {
     let mut client = server.client().await;
     // `/sleep` never reads its body. Twenty full windows are more than the 1 MiB
     // connection window: they fit only because it is credited as bytes are buffered.
-    let mut stalled = Vec::new();
-    for _ in 0..20 {
-        let (response, mut upload) = client.send_request(post("/sleep?ms=60000"), false).unwrap();
-        // A bound, not a synchronisation: without the connection credit this stalls.
-        tokio::time::timeout(Duration::from_secs(60), fill_one_window(&mut upload))
-            .await
-            .expect("the connection window ran dry: it was not credited on buffering");
-        stalled.push((response, upload));
-    }
+    let stalled = stall_uploads(&mut client, "/sleep?ms=60000", 20).await;
     // Other streams on the same connection keep flowing.
     for _ in 0..3 {
         let (other, _) = client.send_request(get("/stdout"), true).unwrap();

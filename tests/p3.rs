@@ -10,10 +10,8 @@ mod h3_support;
 mod metered;
 mod support;
 
-use std::time::Duration;
-
 use bytes::Bytes;
-use h2_support::{TestServer, fill_one_window, post, read_body};
+use h2_support::{TestServer, read_body, stall_uploads};
 use h3_support::exchange;
 use metered::{Metered, answer, app, h2c, park_at_barrier, send};
 use support::{Server, curl, example, pattern, sha256, temp_dir};
@@ -168,15 +166,7 @@ async fn a_p3_guest_that_never_reads_stalls_only_its_own_stream() {
     let mut client = server.client().await;
     // `…/sleep` never reads its body: wasmtime polls a p3 request body only as the
     // guest reads it, so its stream window is never opened again.
-    let mut stalled = Vec::new();
-    for _ in 0..20 {
-        let (response, mut upload) = client.send_request(post("/sleep?ms=60000"), false).unwrap();
-        // A bound, not a synchronisation: without the connection credit this stalls.
-        tokio::time::timeout(Duration::from_secs(60), fill_one_window(&mut upload))
-            .await
-            .expect("the connection window ran dry: it was not credited on buffering");
-        stalled.push((response, upload));
-    }
+    let stalled = stall_uploads(&mut client, "/sleep?ms=60000", 20).await;
     // Other streams on the same connection keep flowing, on the same instances.
     for _ in 0..3 {
         let (other, _) = client

@@ -168,3 +168,29 @@ pub async fn fill_one_window(upload: &mut h2::SendStream<Bytes>) {
     }
     assert_eq!(granted, 65_535, "exactly one stream window");
 }
+
+/// A request whose upload waits: its response to come, and its body still open.
+pub type Stalled = (h2::client::ResponseFuture, h2::SendStream<Bytes>);
+
+/// Posts `count` uploads to `path` (a route whose guest never reads its body), each
+/// filling its stream's window. More windows than the connection's fit only if the
+/// connection window is credited as bytes are buffered: the wait is bounded, and
+/// running dry fails the test.
+pub async fn stall_uploads(
+    client: &mut SendRequest<Bytes>,
+    path: &str,
+    count: usize,
+) -> Vec<Stalled> {
+    let mut stalled = Vec::new();
+    for _ in 0..count {
+        let (response, mut upload) = client.send_request(post(path), false).unwrap();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            fill_one_window(&mut upload),
+        )
+        .await
+        .expect("the connection window ran dry: it was not credited on buffering");
+        stalled.push((response, upload));
+    }
+    stalled
+}
