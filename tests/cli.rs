@@ -87,6 +87,22 @@ fn bad_flags_and_values_are_refused() {
 }
 
 #[test]
+fn workers_must_be_a_positive_number() {
+    let hello = example("hello").display().to_string();
+    fails_with(&["serve", &hello, "--workers", "0"], "--workers");
+    fails_with(&["serve", &hello, "--workers", "x"], "--workers");
+}
+
+#[test]
+fn every_core_gets_a_worker_by_default() {
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let server = Server::start(&example("hello"), &[]);
+    server.wait_for_log(&format!("workers: {cores}\n"));
+    let server = Server::start(&example("hello"), &["--workers", "3"]);
+    server.wait_for_log("workers: 3\n");
+}
+
+#[test]
 fn instance_reuse_flags_are_checked() {
     let hello = example("hello").display().to_string();
     fails_with(

@@ -98,9 +98,7 @@ async fn requests_faults_refusals_and_connections_are_counted_per_app_and_protoc
         ])
         .unwrap(),
     );
-    let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false)
-        .await
-        .unwrap();
+    let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false).unwrap();
     let addr = listeners.plain_addr().unwrap();
     let frontend = Frontend::new(Arc::new(site), AccessLog::Off).with_metrics(metrics.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -232,7 +230,7 @@ async fn requests_faults_refusals_and_connections_are_counted_per_app_and_protoc
     assert_eq!(protocol("wedge_streams_open", "h1"), 0.0);
 
     let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    let _drained = server.await.unwrap().unwrap();
 }
 
 const TOKEN: &str = "metrics-test-token-0123456789";

@@ -137,7 +137,11 @@ fn servers() -> Vec<ServerSpec> {
     let wasm = |name, component, reuse, wedge| ServerSpec {
         name,
         kind: if wedge {
-            Kind::Wedge { component, reuse }
+            Kind::Wedge {
+                component,
+                reuse,
+                workers: 1,
+            }
         } else {
             Kind::Wasmtime { component, reuse }
         },
@@ -150,6 +154,14 @@ fn servers() -> Vec<ServerSpec> {
         wasm("wasmtime-hello", "hello", false, false),
         wasm("wasmtime-hello-control", "hello", false, false),
         wasm("wedge-hello", "hello", false, true),
+        ServerSpec {
+            name: "wedge-hello-workers2",
+            kind: Kind::Wedge {
+                component: "hello",
+                reuse: false,
+                workers: 2,
+            },
+        },
         wasm("wasmtime-hello-reuse", "hello", true, false),
         wasm("wedge-hello-reuse", "hello", true, true),
         wasm("wasmtime-stream", "stream", false, false),
@@ -229,6 +241,15 @@ fn rows() -> Vec<Row> {
             H3,
             Hello,
             Some("wasm.wedge.h2"),
+        ),
+        row(
+            WasmHello,
+            "wasm.wedge.h1.workers2",
+            "wedge --workers 2 (vs its --workers 1)",
+            "wedge-hello-workers2",
+            H1,
+            Hello,
+            Some("wasm.wedge.h1"),
         ),
         row(
             WasmHello,

@@ -28,7 +28,11 @@ impl Section {
                 "The same `examples/hello` component file for every row. `wasmtime serve` speaks \
                  HTTP/1.1 only; it runs a fresh instance per request (its default for WASIp2) \
                  with the pooling allocator. One `wedge serve` process answers the h1, h2c, h2 \
-                 and h3 rows. The h3 row is divided by wedge's own h2 (TLS) row (issue 7: h3 ≤ 2× h2)."
+                 and h3 rows. The h3 row is divided by wedge's own h2 (TLS) row (issue 7: h3 ≤ 2× h2). \
+                 Every wedge runs `--workers 1` but the `--workers 2` row's: two workers, each \
+                 with its own `SO_REUSEPORT` listener, sharing CPU 1 as every server does, \
+                 divided by the one-worker h1 row: what spreading wrk's 32 connections over two \
+                 event loops costs per request (more cores add throughput; the suite pins one)."
             }
             Section::WasmReuse => {
                 "Both with 1000 requests per instance. wedge's flag is `--instance-reuse N` on \

@@ -20,6 +20,8 @@ pub enum Kind {
     Wedge {
         component: &'static str,
         reuse: bool,
+        /// `--workers`: 1 but in the row that measures two (both pinned to CPU 1 too).
+        workers: u32,
     },
     /// `wasmtime serve examples/COMPONENT.wasm` (HTTP/1.1 only).
     Wasmtime {
@@ -69,6 +71,7 @@ impl Running {
             Kind::Wedge {
                 component: c,
                 reuse,
+                workers,
             } => {
                 let (plain, tls) = (free_port()?, free_port()?);
                 let dir = paths.scratch.join(spec.name);
@@ -80,6 +83,8 @@ impl Running {
                     format!("127.0.0.1:{plain}"),
                     "--tls-listen".into(),
                     format!("127.0.0.1:{tls}"),
+                    "--workers".into(),
+                    workers.to_string(),
                 ];
                 if reuse {
                     args.extend(["--instance-reuse".into(), REUSE.to_string()]);

@@ -84,6 +84,11 @@ pub struct HostArgs {
     #[arg(long, default_value = "16MiB", value_parser = parse_size)]
     pool_keep_resident: u64,
 
+    /// Worker threads serving connections, each with its own listeners on the same
+    /// addresses (SO_REUSEPORT) [default: one per core].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    workers: Option<u32>,
+
     /// On Ctrl-C/SIGTERM, how long requests in flight may take to finish.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
@@ -142,6 +147,14 @@ impl HostArgs {
 
     pub fn pool_keep_resident(&self) -> u64 {
         self.pool_keep_resident
+    }
+
+    /// `--workers`, else one per core this process may run on.
+    pub fn workers(&self) -> usize {
+        match self.workers {
+            Some(n) => n as usize,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
     }
 
     pub fn data_dir(&self) -> PathBuf {

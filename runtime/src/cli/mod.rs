@@ -17,6 +17,7 @@ mod serve;
 mod server;
 mod target;
 mod vars_args;
+mod workers;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

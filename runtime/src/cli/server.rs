@@ -10,6 +10,7 @@ use wasmtime::Engine;
 
 use super::host_args::HostArgs;
 use super::vars_args::VarsArgs;
+use super::workers::Workers;
 use crate::admin::Readiness;
 use crate::host::admission::Admission;
 use crate::host::outbound::Outbound;
@@ -72,7 +73,9 @@ where
     // Every app's outbound client is built with these: set before any is.
     host::outbound_client::configure(args.outbound.client_settings())?;
     let data_dir = args.data_dir();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // The control runtime: loading apps, the admin API, the config watcher, signals.
+    // Connections are the workers' (`workers.rs`).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
@@ -82,10 +85,8 @@ where
         Some((cert, key)) => Some(cert::load_pem(cert, key)?),
         None => None,
     };
-    runtime.block_on(async move {
-        let listeners = Listeners::bind(addresses.plain, addresses.tls, h3.is_some())
-            .await?
-            .with_timeouts(args.conn.to_timeouts());
+    let listeners = bind_workers(&addresses, h3.is_some(), args)?;
+    let workers = runtime.block_on(async move {
         let engine = host::build_engine(&PoolConfig {
             max_memory: largest_memory,
             max_instances: args.max_instances(),
@@ -117,29 +118,53 @@ where
             _ => None,
         };
         // Ready before the start-up line: whoever reads the line finds /readyz 200.
-        // Connections arriving before `serve` wait in the listeners' backlog.
+        // Connections arriving before the workers accept wait in the listeners' backlog.
         readiness.listening();
         println!(
             "wedge: serving `{}` on {}",
             started.name,
-            urls(&listeners, addresses.tls_host)
+            urls(&listeners[0], addresses.tls_host)
         );
-        listeners
-            .serve(
-                frontend(started.site, access_log, started.metrics),
-                Arc::new(args.h2.to_config()),
-                acceptor,
-                h3,
-                async {
-                    shutdown_signal().await;
-                    readiness.draining();
-                },
-                args.drain_timeout,
+        tracing::info!("workers: {}", listeners.len());
+        let frontend = frontend(started.site, access_log, started.metrics);
+        let h2 = Arc::new(args.h2.to_config());
+        let drain = args.drain_timeout;
+        let workers = Workers::start(listeners, move |index, listeners, stop| {
+            listeners.serve(
+                frontend.clone().for_worker(index),
+                h2.clone(),
+                acceptor.clone(),
+                h3.clone(),
+                stop.wait(),
+                drain,
             )
-            .await?;
-        tracing::info!("stopped");
-        Ok(())
-    })
+        })?;
+        tokio::select! {
+            () = shutdown_signal() => {}
+            // A worker that failed stops the others.
+            () = workers.stopping() => {}
+        }
+        readiness.draining();
+        workers.stop();
+        workers.drained().await;
+        anyhow::Ok(workers)
+    })?;
+    workers.join()?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Binds `addresses` once per worker (`--workers`): the first set opens the ports
+/// (port 0 resolved), the others join them.
+fn bind_workers(addresses: &Addresses, h3: bool, args: &HostArgs) -> Result<Vec<Listeners>> {
+    let first =
+        Listeners::bind(addresses.plain, addresses.tls, h3)?.with_timeouts(args.conn.to_timeouts());
+    let mut sets = Vec::with_capacity(args.workers());
+    for _ in 1..args.workers() {
+        sets.push(first.join()?);
+    }
+    sets.insert(0, first);
+    Ok(sets)
 }
 
 /// The TLS listener's (and HTTP/3's) certificate: the given PEM files or the

@@ -117,6 +117,33 @@ impl CloseReason {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerLabels {
+    worker: String,
+}
+
+/// One worker's handles: connections it accepted and has open now, requests it
+/// answered (each stream of a connection on the worker that accepted it).
+#[derive(Clone, Debug)]
+pub struct WorkerMetrics {
+    connections: Counter,
+    connections_open: Gauge,
+    requests: Counter,
+}
+
+impl WorkerMetrics {
+    /// Counts a connection the worker accepted, open until the guard is dropped.
+    pub fn accepted(&self) -> Open {
+        self.connections.inc();
+        Open::new(&self.connections_open)
+    }
+
+    /// Counts a request the worker began to answer.
+    pub fn request(&self) {
+        self.requests.inc();
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CloseLabels {
     reason: &'static str,
 }
@@ -135,6 +162,9 @@ pub struct Metrics {
     apps: app::Families,
     protocols: [ProtocolMetrics; 3],
     closed: [Counter; CloseReason::ALL.len()],
+    workers: Family<WorkerLabels, Counter>,
+    workers_open: Family<WorkerLabels, Gauge>,
+    worker_requests: Family<WorkerLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -201,11 +231,44 @@ impl Metrics {
                 reason: reason.label(),
             })
         });
+        let workers = Family::<WorkerLabels, Counter>::default();
+        registry.register(
+            "worker_connections",
+            "Connections each worker accepted (TCP, and QUIC connections coming in), by worker",
+            workers.clone(),
+        );
+        let workers_open = Family::<WorkerLabels, Gauge>::default();
+        registry.register(
+            "worker_connections_open",
+            "Connections each worker has open now, by worker",
+            workers_open.clone(),
+        );
+        let worker_requests = Family::<WorkerLabels, Counter>::default();
+        registry.register(
+            "worker_requests",
+            "Requests each worker began to answer (routed or not), by worker",
+            worker_requests.clone(),
+        );
         Metrics {
             registry,
             apps,
             protocols,
             closed,
+            workers,
+            workers_open,
+            worker_requests,
+        }
+    }
+
+    /// The handles of worker `index` (its series start at 0 when it starts).
+    pub fn worker(&self, index: usize) -> WorkerMetrics {
+        let labels = WorkerLabels {
+            worker: index.to_string(),
+        };
+        WorkerMetrics {
+            connections: self.workers.get_or_create_owned(&labels),
+            connections_open: self.workers_open.get_or_create_owned(&labels),
+            requests: self.worker_requests.get_or_create_owned(&labels),
         }
     }
 

@@ -145,3 +145,30 @@ fn the_parser_rejects_what_is_not_prometheus_text() {
         assert!(std::panic::catch_unwind(|| parse(bad)).is_err(), "{bad:?}");
     }
 }
+
+#[test]
+fn each_worker_counts_its_own_connections_and_requests() {
+    let metrics = Metrics::new();
+    let (zero, one) = (metrics.worker(0), metrics.worker(1));
+    let open = zero.accepted();
+    drop(one.accepted());
+    drop(one.accepted());
+    one.request();
+    // A worker's handles taken again (another listener's frontend) share its series.
+    metrics.worker(1).request();
+
+    let samples = parse(&metrics.encode());
+    let get = |name, worker| samples.get(name, &[("worker", worker)]);
+    assert_eq!(get("wedge_worker_connections_total", "0"), 1.0);
+    assert_eq!(get("wedge_worker_connections_total", "1"), 2.0);
+    assert_eq!(get("wedge_worker_connections_open", "0"), 1.0);
+    assert_eq!(get("wedge_worker_connections_open", "1"), 0.0);
+    assert_eq!(get("wedge_worker_requests_total", "0"), 0.0);
+    assert_eq!(get("wedge_worker_requests_total", "1"), 2.0);
+    drop(open);
+    let samples = parse(&metrics.encode());
+    assert_eq!(
+        samples.get("wedge_worker_connections_open", &[("worker", "0")]),
+        0.0
+    );
+}

@@ -11,7 +11,7 @@ use super::access_log::AccessLog;
 use super::response_hook::ResponseHook;
 use super::tally::{TalliedBody, Tally};
 use crate::host::{RequestScheme, ResponseBody, Site, plain};
-use crate::metrics::{CloseReason, Metrics, Open, Protocol};
+use crate::metrics::{CloseReason, Metrics, Open, Protocol, WorkerMetrics};
 
 /// One listener's way to the apps; cheap to clone per connection.
 #[derive(Clone)]
@@ -20,6 +20,8 @@ pub struct Frontend {
     hook: ResponseHook,
     access_log: AccessLog,
     metrics: Option<Arc<Metrics>>,
+    /// The worker serving this listener's connections, when counting.
+    worker: Option<WorkerMetrics>,
 }
 
 impl Frontend {
@@ -29,6 +31,7 @@ impl Frontend {
             hook: ResponseHook::none(),
             access_log,
             metrics: None,
+            worker: None,
         }
     }
 
@@ -38,6 +41,19 @@ impl Frontend {
             metrics: Some(metrics),
             ..self
         }
+    }
+
+    /// The same way to the apps, counting the connections worker `index` accepts.
+    pub fn for_worker(self, index: usize) -> Self {
+        Frontend {
+            worker: self.metrics.as_ref().map(|m| m.worker(index)),
+            ..self
+        }
+    }
+
+    /// Counts a connection this worker accepted, open until the guard is dropped.
+    pub fn accepted(&self) -> Option<Open> {
+        self.worker.as_ref().map(WorkerMetrics::accepted)
     }
 
     /// Counts a connection over `protocol` as open until the guard is dropped.
@@ -71,6 +87,9 @@ impl Frontend {
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<wasmtime_wasi_http::Error>,
     {
+        if let Some(worker) = &self.worker {
+            worker.request();
+        }
         let mut tally = Tally::begin(self.access_log, self.metrics.as_ref(), &request);
         let host = authority(&request);
         let Some(tenant) = self.site.route(host, request.uri().path()) else {

@@ -18,6 +18,7 @@ use super::frontend::Frontend;
 use super::h2::H2Config;
 use super::h3::H3Config;
 use super::response_hook::ResponseHook;
+use super::reuseport::{self, Share};
 use super::rewind::Rewind;
 use super::sniff::{Cleartext, sniff};
 use super::tls::{self, Negotiated};
@@ -49,10 +50,12 @@ impl Default for ConnTimeouts {
     }
 }
 
-/// The bound listeners, not yet accepting.
+/// One worker's bound listeners, not yet accepting. Plain sockets, so they can be
+/// bound on one thread and served on a worker's: `serve` registers them with the
+/// runtime it runs on.
 pub struct Listeners {
-    plain: Option<TcpListener>,
-    tls: Option<TcpListener>,
+    plain: Option<std::net::TcpListener>,
+    tls: Option<std::net::TcpListener>,
     /// HTTP/3's socket: the TLS address, over UDP.
     quic: Option<std::net::UdpSocket>,
     timeouts: ConnTimeouts,
@@ -60,6 +63,7 @@ pub struct Listeners {
 
 /// HTTP/3 beside the TLS listener: quinn's server config (the TLS listener's
 /// certificate, ALPN h3) and the engine's limits.
+#[derive(Clone)]
 pub struct H3Server {
     pub quinn: quinn::ServerConfig,
     pub config: Arc<H3Config>,
@@ -75,36 +79,24 @@ struct Shared {
     shutdown: watch::Receiver<bool>,
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))
+fn bind(addr: SocketAddr, share: Share) -> Result<std::net::TcpListener> {
+    reuseport::tcp(addr, share).with_context(|| format!("cannot listen on {addr}"))
+}
+
+fn bind_udp(addr: SocketAddr, share: Share) -> Result<std::net::UdpSocket> {
+    reuseport::udp(addr, share)
+        .with_context(|| format!("cannot listen on {addr} (UDP, for HTTP/3)"))
 }
 
 impl Listeners {
     /// Binds the cleartext and TLS addresses that are given, and with `h3` the TLS
     /// listener's address (port 0 resolved) over UDP; errors name the address (e.g.
-    /// port in use).
-    pub async fn bind(
-        plain: Option<SocketAddr>,
-        tls: Option<SocketAddr>,
-        h3: bool,
-    ) -> Result<Listeners> {
-        let plain = match plain {
-            Some(addr) => Some(bind(addr).await?),
-            None => None,
-        };
-        let tls = match tls {
-            Some(addr) => Some(bind(addr).await?),
-            None => None,
-        };
+    /// port in use). Other workers join these addresses with [`Listeners::join`].
+    pub fn bind(plain: Option<SocketAddr>, tls: Option<SocketAddr>, h3: bool) -> Result<Listeners> {
+        let plain = plain.map(|addr| bind(addr, Share::Open)).transpose()?;
+        let tls = tls.map(|addr| bind(addr, Share::Open)).transpose()?;
         let quic = match &tls {
-            Some(tls) if h3 => {
-                let addr = tls.local_addr()?;
-                let socket = std::net::UdpSocket::bind(addr)
-                    .with_context(|| format!("cannot listen on {addr} (UDP, for HTTP/3)"))?;
-                Some(socket)
-            }
+            Some(tls) if h3 => Some(bind_udp(tls.local_addr()?, Share::Open)?),
             _ => None,
         };
         Ok(Listeners {
@@ -112,6 +104,23 @@ impl Listeners {
             tls,
             quic,
             timeouts: ConnTimeouts::default(),
+        })
+    }
+
+    /// Another worker's listeners on the same addresses (ports as bound): the kernel
+    /// spreads new connections across them (`SO_REUSEPORT`).
+    pub fn join(&self) -> Result<Listeners> {
+        Ok(Listeners {
+            plain: self
+                .plain_addr()
+                .map(|a| bind(a, Share::Join))
+                .transpose()?,
+            tls: self.tls_addr().map(|a| bind(a, Share::Join)).transpose()?,
+            quic: self
+                .h3_addr()
+                .map(|a| bind_udp(a, Share::Join))
+                .transpose()?,
+            timeouts: self.timeouts,
         })
     }
 
@@ -138,26 +147,28 @@ impl Listeners {
     /// Accepts until `stop` resolves, then lets connections finish their
     /// requests in flight for at most `drain`. `acceptor` terminates TLS on
     /// the TLS listener and is required when there is one; `h3` is required when
-    /// HTTP/3 was bound.
+    /// HTTP/3 was bound. Runs on the runtime that is to own the connections.
     pub async fn serve(
-        mut self,
+        self,
         frontend: Frontend,
         h2: Arc<H2Config>,
         acceptor: Option<TlsAcceptor>,
         h3: Option<H3Server>,
         stop: impl Future<Output = ()>,
         drain: Duration,
-    ) -> Result<()> {
+    ) -> Result<Drained> {
         anyhow::ensure!(
             self.tls.is_none() || acceptor.is_some(),
             "a TLS listener needs a certificate"
         );
+        let plain = self.plain.map(TcpListener::from_std).transpose()?;
+        let tls = self.tls.map(TcpListener::from_std).transpose()?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let mut connections = JoinSet::new();
         // What TLS responses get on the way out; cleartext ones get nothing.
         let mut tls_hook = ResponseHook::none();
         let mut quic = None;
-        if let Some(socket) = self.quic.take() {
+        if let Some(socket) = self.quic {
             let h3 = h3.context("HTTP/3 needs its server config")?;
             let port = socket.local_addr()?.port();
             let endpoint = quinn::Endpoint::new(
@@ -190,20 +201,30 @@ impl Listeners {
         loop {
             tokio::select! {
                 _ = &mut stop => break,
-                accepted = accept(self.plain.as_ref()) => {
+                accepted = accept(plain.as_ref()) => {
                     if let Some(stream) = accepted {
-                        connections.spawn(plain_connection(stream, shared.clone()));
+                        let open = shared.frontend.accepted();
+                        let serving = plain_connection(stream, shared.clone());
+                        connections.spawn(async move {
+                            let _open = open;
+                            serving.await
+                        });
                     }
                 }
-                accepted = accept(self.tls.as_ref()) => {
+                accepted = accept(tls.as_ref()) => {
                     if let (Some(stream), Some(acceptor)) = (accepted, &acceptor) {
-                        connections.spawn(tls_connection(stream, acceptor.clone(), tls_shared.clone()));
+                        let open = shared.frontend.accepted();
+                        let serving = tls_connection(stream, acceptor.clone(), tls_shared.clone());
+                        connections.spawn(async move {
+                            let _open = open;
+                            serving.await
+                        });
                     }
                 }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
         }
-        drop(self);
+        drop((plain, tls));
         let _ = shutdown_tx.send(true);
         let in_flight = connections.len();
         if in_flight > 0 {
@@ -232,7 +253,31 @@ impl Listeners {
             );
             connections.shutdown().await;
         }
-        Ok(())
+        Ok(Drained { quic })
+    }
+}
+
+/// A worker whose connections are done. Its UDP socket stays open while other
+/// workers drain: closing it would change the `SO_REUSEPORT` group, and the kernel
+/// would send some of their QUIC clients' datagrams to another worker's socket.
+#[must_use = "hold it until every worker has drained"]
+pub struct Drained {
+    quic: Option<quinn::Endpoint>,
+}
+
+impl Drained {
+    /// Keeps refusing new QUIC connections until `others` resolves.
+    pub async fn refuse_until(self, others: impl Future<Output = ()>) {
+        let refusing = async {
+            match &self.quic {
+                Some(endpoint) => super::h3::refuse_all(endpoint).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = others => {}
+            () = refusing => {}
+        }
     }
 }
 

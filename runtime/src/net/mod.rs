@@ -11,6 +11,7 @@ pub mod listener;
 pub mod request_body;
 mod response_fields;
 pub mod response_hook;
+mod reuseport;
 mod rewind;
 mod sniff;
 pub mod tally;

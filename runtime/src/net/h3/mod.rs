@@ -40,7 +40,7 @@ pub async fn serve(
                 // Alt-Svc is for the TCP listener's clients (the frontend has no hook):
                 // HTTP/3 ones have found it.
                 let handler = AppHandler::new(frontend.clone(), RequestScheme::Https, http::Version::HTTP_3);
-                let open = frontend.connection(Protocol::H3);
+                let open = (frontend.accepted(), frontend.connection(Protocol::H3));
                 let serving = connection::serve(
                     incoming,
                     handler,
