@@ -1,15 +1,18 @@
 //! wedge: a WebAssembly edge handler runtime.
 //!
 //! Rooms (see DESIGN.md): `cli` → `host` (wasm side); `net` (IO drivers and
-//! protocol engines) → `wedge_proto` (sans-IO cores). Engines hand the host a
-//! request head and body and get back a response head and a streamed body.
+//! protocol engines) → `wedge_proto` (sans-IO cores); `config` → `wedge_config`
+//! (the config parser and the plain values it reads: limits, routes, the outbound
+//! policy, OCI references). Engines hand the host a request head and body and get
+//! back a response head and a streamed body.
 
 pub mod admin;
 pub mod cli;
 pub mod config;
-mod hex;
 pub mod host;
 pub mod metrics;
 pub mod net;
 pub mod oci;
 pub mod tenancy;
+
+use wedge_config::hex;

@@ -5,37 +5,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-/// Default instances of one app running at once.
-pub const DEFAULT_MAX_CONCURRENT: usize = 100;
-/// Default requests of one app waiting for an instance.
-pub const DEFAULT_QUEUE: usize = 1000;
-/// Default time a request waits for an instance before it is refused.
-pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How many requests of one app run and wait.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdmissionLimits {
-    /// Instances running at once (from dispatch until the guest call returned).
-    pub max_concurrent: usize,
-    /// Requests waiting for an instance; more are refused at once.
-    pub queue: usize,
-    /// How long a request may wait for an instance.
-    pub queue_timeout: Duration,
-}
-
-impl Default for AdmissionLimits {
-    fn default() -> Self {
-        AdmissionLimits {
-            max_concurrent: DEFAULT_MAX_CONCURRENT,
-            queue: DEFAULT_QUEUE,
-            queue_timeout: DEFAULT_QUEUE_TIMEOUT,
-        }
-    }
-}
+pub use wedge_config::admission::{
+    AdmissionLimits, DEFAULT_MAX_CONCURRENT, DEFAULT_QUEUE, DEFAULT_QUEUE_TIMEOUT,
+};
 
 /// Why a request was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +101,8 @@ impl Drop for Waiting<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn admission(max_concurrent: usize, queue: usize) -> Admission {

@@ -11,17 +11,17 @@ mod engine;
 mod fault;
 mod guest_log;
 mod hooks;
-mod ip_class;
 pub mod lifecycle;
-pub mod limits;
-pub mod outbound;
 pub mod outbound_client;
 mod reuse;
-pub mod routes;
 mod site;
 mod slot;
 mod store;
 mod vars;
+
+// The plain values apps are configured with, shared with the config parser, which
+// reads them without wasmtime in the wedge-config crate.
+pub use wedge_config::{limits, outbound, routes};
 
 pub use app::App;
 pub use body::{BodyError, ResponseBody};

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::digest::Digest;
+use super::Digest;
 
 /// The content-addressed blob store.
 #[derive(Clone)]

@@ -14,15 +14,13 @@
 
 mod auth;
 mod cache;
-mod digest;
-mod reference;
 mod registry;
 
 pub use auth::{PASSWORD_ENV, USER_ENV};
 pub use cache::BlobCache;
-pub use digest::Digest;
-pub use reference::{Reference, SCHEME};
 pub use registry::{ComponentInfo, Pulled, Registry, Settings};
+// References and digests are plain values the config parser reads too.
+pub use wedge_config::oci::{Digest, Reference, SCHEME};
 
 /// The manifest media type of a wasm artifact.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";

@@ -11,8 +11,7 @@ use oci_client::secrets::RegistryAuth;
 
 use super::auth::{self, Credentials};
 use super::cache::BlobCache;
-use super::digest::Digest;
-use super::reference::Reference;
+use super::{Digest, Reference};
 use super::{MANIFEST_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
 
 /// Largest manifest accepted: a wasm artifact's is well under 1 KiB.

@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::ip_class;
+use crate::ip_class;
 
 /// Default time a connection to an allowed origin may take to open.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use toml::de::DeTable;
 
-use super::reader::{Doc, Field, Table};
-use super::schema::{AdminConfig, AppConfig, ComponentSource, Config, PemFiles, TlsConfig};
-use crate::host::admission::AdmissionLimits;
-use crate::host::limits::Reuse;
-use crate::host::outbound::{HostPattern, Outbound};
-use crate::host::{Limits, Route, RouteTable};
+use crate::admission::AdmissionLimits;
+use crate::limits::{Limits, Reuse};
 use crate::oci::{Reference, SCHEME};
+use crate::outbound::{HostPattern, Outbound};
+use crate::reader::{Doc, Field, Table};
+use crate::routes::{Route, RouteTable};
+use crate::schema::{AdminConfig, AppConfig, ComponentSource, Config, PemFiles, TlsConfig};
 
 /// Longest app name: it ends up in URLs, file names and metric labels.
 const MAX_NAME: usize = 63;

@@ -5,10 +5,11 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::host::admission::AdmissionLimits;
-use crate::host::outbound::Outbound;
-use crate::host::{Limits, Route};
+use crate::admission::AdmissionLimits;
+use crate::limits::Limits;
 use crate::oci::Reference;
+use crate::outbound::Outbound;
+use crate::routes::Route;
 
 /// A whole `wedge.toml`. Paths in it are resolved against the file's directory.
 #[derive(Debug, Clone, PartialEq, Eq)]

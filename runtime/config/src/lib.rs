@@ -4,10 +4,22 @@
 //! Loading reports every problem at once, each as `file:line: key: message`,
 //! so an operator fixes a file in one pass. See `examples/wedge.toml` for
 //! every key with its default.
+//!
+//! The values it reads into live here too (limits, routes, the outbound policy, OCI
+//! references); the runtime re-exports them where it uses them. A crate of its own,
+//! free of wasmtime and tokio, so the parser builds for fuzzing in seconds
+//! (`runtime/proto/fuzz`, target `config`).
 
+pub mod admission;
 mod errors;
+pub mod hex;
+mod ip_class;
+pub mod limits;
+pub mod oci;
+pub mod outbound;
 mod parse;
 mod reader;
+pub mod routes;
 mod schema;
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::config::parse;
+use crate::parse;
 
 /// Fragments that make the parser and the checks disagree with the text, `|`-separated.
 const TOKENS: &str = "[|]|[[app]]|[app.limits]|[app.env]|\"|'|\"\"\"|=|\n|,|{|}|#|0|-1|1e400|\

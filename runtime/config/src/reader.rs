@@ -6,8 +6,8 @@ use std::ops::Range;
 use toml::Spanned;
 use toml::de::{DeString, DeTable, DeValue};
 
-use super::errors::ConfigError;
-use crate::host::limits::{parse_duration, parse_size};
+use crate::errors::ConfigError;
+use crate::limits::{parse_duration, parse_size};
 
 type Value<'i> = Spanned<DeValue<'i>>;
 

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 /// `bytes` as lowercase hex, two digits each.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     let mut text = String::with_capacity(bytes.len() * 2);
     for byte in bytes {
         let _ = write!(text, "{byte:02x}");

@@ -2,10 +2,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::*;
-use crate::host::admission::AdmissionLimits;
-use crate::host::limits::Reuse;
-use crate::host::outbound::Outbound;
-use crate::host::{Limits, Route};
+use crate::admission::AdmissionLimits;
+use crate::limits::{Limits, Reuse};
+use crate::outbound::Outbound;
+use crate::routes::Route;
 
 mod random;
 
@@ -463,7 +463,7 @@ fn load_resolves_paths_against_the_config_directory_and_checks_files() {
 
 #[test]
 fn the_sample_config_is_accepted_and_shows_the_defaults() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/wedge.toml");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/wedge.toml");
     let text = std::fs::read_to_string(&path).unwrap();
     let config = parse(&text, &path).unwrap_or_else(|errors| panic!("{errors}"));
     let names: Vec<&str> = config.apps.iter().map(|app| app.name.as_str()).collect();
