@@ -1,8 +1,7 @@
 //! The config parser fed many mutations of the sample `wedge.toml`: it must answer each
 //! with a config or with errors that are one line each, on a line of the text, never a
-//! panic. A bounded pseudo-random test in the normal suite rather than a cargo-fuzz target:
-//! a libFuzzer build of the `wedge` crate instruments wasmtime and cranelift too, minutes
-//! of build on two cores for a parser that is mostly the `toml` crate's.
+//! panic. Bounded and deterministic, so every `cargo test` runs it; the `config` fuzz
+//! target (`runtime/proto/fuzz`) searches further, guided by coverage.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
