@@ -87,14 +87,16 @@ pub struct Outcome {
     pub p99_ms: Option<f64>,
 }
 
-/// Where the load generators' inputs and logs live for the suite's run.
+/// Where the load generators' inputs and logs live for the suite's run, and the
+/// `oha` it runs (the cache's, when it is not on `PATH`).
 pub struct Scratch {
     dir: PathBuf,
+    oha: PathBuf,
 }
 
 impl Scratch {
     /// Writes the echo body and wrk's POST script into `dir`.
-    pub fn new(dir: &Path) -> Result<Scratch> {
+    pub fn new(dir: &Path, oha: &Path) -> Result<Scratch> {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join("body64k"), vec![b'e'; ECHO_LEN])?;
         std::fs::write(
@@ -106,6 +108,7 @@ impl Scratch {
         )?;
         Ok(Scratch {
             dir: dir.to_path_buf(),
+            oha: oha.to_path_buf(),
         })
     }
 
@@ -113,10 +116,12 @@ impl Scratch {
         self.dir.join(name).display().to_string()
     }
 
-    /// `argv` as it reads in BENCHMARKS.md: scratch files by name, the port as `PORT`.
+    /// `argv` as it reads in BENCHMARKS.md: scratch files and tools by name, the port
+    /// as `PORT`.
     pub fn display(&self, argv: &[String], port: u16) -> String {
         argv.join(" ")
             .replace(&format!("{}/", self.dir.display()), "")
+            .replace(&self.oha.display().to_string(), "oha")
             .replace(&format!(":{port}/"), ":PORT/")
     }
 }
@@ -163,7 +168,7 @@ pub fn command(
         }
         Proto::H3 => {
             push(&[
-                "oha",
+                &scratch.oha.display().to_string(),
                 "--no-tui",
                 "--output-format",
                 "json",

@@ -564,7 +564,7 @@ fn run() -> Result<()> {
         .filter(|d| d.is_dir())
         .unwrap_or_else(std::env::temp_dir);
     let scratch_dir = tmp.join(format!("wedge-bench-{}", std::process::id()));
-    let scratch = Scratch::new(&scratch_dir)?;
+    let scratch = Scratch::new(&scratch_dir, &oha)?;
     let paths = servers::Paths {
         wedge,
         wasmtime,
