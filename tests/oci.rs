@@ -442,9 +442,15 @@ fn the_admin_api_deploys_an_oci_reference_and_restores_it() {
     assert_eq!(body(&server), RAW);
     server.wait_for_log(&format!("app `hello`: {tagged} resolved to {moved}"));
 
-    // The deploy is kept in the data dir, pinned to the digest it resolved to: a
-    // restart serves that even though the tag has moved on since.
+    // The tag moves on. A config reload leaves deployed apps as they were deployed:
+    // it does not resolve their tags again.
     push(&example("hello"), &format!("{}/hello:v1", registry.addr));
+    support::sighup(server.pid());
+    server.wait_for_log("config reloaded: 0 configured app(s) serving");
+    assert_eq!(body(&server), RAW);
+
+    // The deploy is kept in the data dir, pinned to the digest it resolved to: a
+    // restart serves that too.
     drop(server);
     let restarted = start();
     assert_eq!(body(&restarted), RAW);

@@ -189,6 +189,26 @@ fn a_client_that_leaves_does_not_free_the_slot_of_its_running_request() {
 }
 
 #[test]
+fn an_expired_request_keeps_its_slot_until_its_instance_is_gone() {
+    // One instance in the whole pool: a request let in while an expired request's
+    // guest still runs on its instance would find no room for an instance of its
+    // own (503). Its slot must wait for that instance to go.
+    let limits = "max_concurrent = 1\nqueue = 1\nqueue_timeout = \"30s\"\nwall_time = \"1s\"";
+    let wedge = Metered::start_with(
+        &[app("probe", "p3_probe", "/probe", limits)],
+        &["--max-instances", "1"],
+    );
+    // The guest waits on a timer past its wall time: wasmtime cannot stop it.
+    assert_eq!(get(&wedge, "/probe/sleep?ms=60000").0, "504");
+    assert_eq!(
+        get(&wedge, "/probe/count"),
+        ("200".into(), "served 1\n".into()),
+        "the next request gets a fresh instance once the expired one's is gone"
+    );
+    assert_eq!(wedge.created("probe"), 2.0);
+}
+
+#[test]
 fn requests_sharing_a_p3_instance_share_its_cpu_time_equally() {
     let wedge = Metered::start(&[app("probe", "p3_probe", "/probe", "cpu_time = \"150ms\"")]);
     let rt = tokio::runtime::Runtime::new().unwrap();

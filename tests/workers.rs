@@ -97,7 +97,7 @@ fn two_workers_each_serve_connections_and_keep_a_connections_streams() {
 }
 
 #[test]
-fn wasi_p3_instances_serve_both_workers() {
+fn wasi_p3_apps_answer_on_both_workers() {
     let admin = two_workers("hello_p3", &[]);
     let url = format!("{}/", admin.server.url);
     let opened = until_both_workers_served(&admin, &url, "Hello, world!\n");
@@ -193,7 +193,7 @@ fn sigterm_and_drain(admin: Admin, mut in_flight: Vec<(u64, Child)>) {
 #[test]
 fn sigterm_drains_every_worker() {
     let admin = two_workers("faults", &["--drain-timeout", "150s"]);
-    let in_flight = in_flight_on_both_workers(&admin, |i| 5000 + i);
+    let in_flight = in_flight_on_both_workers(&admin, |i| 10_000 + i);
     for (ms, _) in &in_flight {
         admin
             .server
@@ -210,7 +210,9 @@ fn a_p3_instance_keeps_serving_the_other_worker_while_it_drains() {
     let admin = two_workers("p3_probe", &["--drain-timeout", "150s"]);
     // Each request sleeps a second longer than the one before: the last one, the first
     // on its worker, ends last by a second, after the instance's worker has drained.
-    let in_flight = in_flight_on_both_workers(&admin, |i| 2000 + 1000 * i);
+    // 10 s at least: opening connections until both workers have one (a curl and
+    // metrics scrapes each) must not outlast the first request on a loaded machine.
+    let in_flight = in_flight_on_both_workers(&admin, |i| 10_000 + 1000 * i);
     let created = admin
         .scrape()
         .get("wedge_instances_created_total", &[("app", "app")]);

@@ -33,6 +33,11 @@ pub fn app(name: &str, example_name: &str, route: &str, limits: &str) -> String 
 impl Metered {
     /// Serves `apps` (`[[app]]` tables, see [`app`]).
     pub fn start(apps: &[String]) -> Metered {
+        Metered::start_with(apps, &[])
+    }
+
+    /// Serves `apps` with `flags` added to `wedge serve`'s.
+    pub fn start_with(apps: &[String], flags: &[&str]) -> Metered {
         let dir = temp_dir("metered");
         std::fs::write(dir.join("token"), format!("{TOKEN}\n")).unwrap();
         let config = format!(
@@ -43,7 +48,9 @@ impl Metered {
         std::fs::write(dir.join("wedge.toml"), config).unwrap();
         let data_dir = temp_dir("data");
         let data = data_dir.display().to_string();
-        let server = Server::start_config(&dir.join("wedge.toml"), &["--data-dir", &data]);
+        let mut args = vec!["--data-dir", data.as_str()];
+        args.extend_from_slice(flags);
+        let server = Server::start_config(&dir.join("wedge.toml"), &args);
         let admin = server.admin_url();
         Metered {
             h3: H3Server { server, data_dir },

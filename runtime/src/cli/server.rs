@@ -74,8 +74,11 @@ where
     host::outbound_client::configure(args.outbound.client_settings())?;
     let data_dir = args.data_dir();
     // The control runtime: loading apps, the admin API, the config watcher, signals.
-    // Connections are the workers' (`workers.rs`).
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    // Connections are the workers' (`workers.rs`). Two threads: a deploy hashes and
+    // writes up to --max-upload synchronously, and /healthz and /readyz must still
+    // answer meanwhile.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;

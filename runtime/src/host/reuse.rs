@@ -18,11 +18,12 @@
 //! trap); the next request gets a fresh instance.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
+use futures_util::task::AtomicWaker;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, StatusCode, Uri, header};
 use http_body::{Body, Frame, SizeHint};
@@ -218,8 +219,9 @@ struct Ticket {
 
 /// What a request holds while anyone still works on it: the caller (until the
 /// response body is done) and, once a worker took it, the worker (until the guest
-/// answered or the request expired). Holds the app's admission slot; when the
-/// last holder lets go the request is done, and its instance's CPU meter is told.
+/// answered), or, once the request expired, its instance (until the instance is
+/// gone: wasmtime cannot stop an expired request's guest code). Holds the app's
+/// admission slot and the request's share of its instance's CPU meter.
 struct Claim {
     _slot: Slot,
     /// The instance that took the request: set once, by its worker.
@@ -229,7 +231,8 @@ struct Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         if let Some(shared) = self.instance.get() {
-            shared.cpu_released.fetch_add(1, Ordering::AcqRel);
+            shared.claims.fetch_sub(1, Ordering::AcqRel);
+            shared.claim_released.wake();
         }
     }
 }
@@ -249,9 +252,12 @@ impl std::error::Error for Failed {}
 
 /// What one instance's worker and its requests share.
 struct Shared {
-    /// Requests done, for the instance's CPU meter (which shares its time
-    /// among the requests it holds).
-    cpu_released: Arc<AtomicU32>,
+    /// Claims of requests this instance took that are not released yet…
+    claims: AtomicUsize,
+    /// …those of them that expired, kept until the instance is gone…
+    expired: Mutex<Vec<Arc<Claim>>>,
+    /// …and the worker's expiry, woken when one is released.
+    claim_released: AtomicWaker,
     /// The instance was dropped for being overdue (past the wall-clock limit).
     overdue: AtomicBool,
     /// Set once, when the instance is gone: `Some(fault)` if it failed.
@@ -267,13 +273,24 @@ impl Shared {
         self.fate.get().cloned().flatten()
     }
 
+    /// Whether all the instance still works on is expired requests' guest code: it
+    /// has nothing left worth keeping it for.
+    fn only_expired_left(&self) -> bool {
+        let expired = lock(&self.expired).len();
+        expired > 0 && self.claims.load(Ordering::Acquire) == expired
+    }
+
     /// Tells the requests ended so far how their instance fared.
     fn settle(&self, fault: Option<&Fault>) {
-        let ended = std::mem::take(&mut *self.ended.lock().unwrap_or_else(|e| e.into_inner()));
+        let ended = std::mem::take(&mut *lock(&self.ended));
         for verdict in ended {
             let _ = verdict.send(fault.cloned());
         }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A request on its instance while the worker keeps its expiry: holds its claim;
@@ -281,17 +298,21 @@ impl Shared {
 struct InFlight {
     shared: Arc<Shared>,
     verdict: Option<oneshot::Sender<Option<Fault>>>,
-    _claim: Arc<Claim>,
+    claim: Arc<Claim>,
+}
+
+impl InFlight {
+    /// The request expired: its guest code runs on, so its claim (its slot) stays
+    /// with the instance until the instance is gone.
+    fn expire(self) {
+        lock(&self.shared.expired).push(self.claim.clone());
+    }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         if let Some(verdict) = self.verdict.take() {
-            self.shared
-                .ended
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(verdict);
+            lock(&self.shared.ended).push(verdict);
         }
     }
 }
@@ -332,13 +353,11 @@ impl HandlerState for AppInstances {
             Ok(Err(err)) => return Err(Failed(Fault::from_call_error(err, store.data())).into()),
             Ok(Ok(proxy)) => proxy,
         };
-        let cpu_released = Arc::new(AtomicU32::new(0));
-        store
-            .data_mut()
-            .cpu
-            .share_among_requests(cpu_released.clone());
+        store.data_mut().cpu.share_among_requests();
         let shared = Arc::new(Shared {
-            cpu_released,
+            claims: AtomicUsize::new(0),
+            expired: Mutex::new(Vec::new()),
+            claim_released: AtomicWaker::new(),
             overdue: AtomicBool::new(false),
             fate: OnceLock::new(),
             ended: Mutex::new(Vec::new()),
@@ -407,18 +426,20 @@ impl WorkerState for InstanceState {
         ticket: Ticket,
         _task: GuestTaskId,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + Sync>> {
-        store.data_mut().admit_request();
+        let claim: Weak<dyn Send + Sync> = Arc::downgrade(&ticket.claim) as Weak<Claim>;
+        store.data_mut().admit_request(claim, self.concurrency == 1);
+        self.shared.claims.fetch_add(1, Ordering::AcqRel);
         let _ = ticket.claim.instance.set(self.shared.clone());
         let in_flight = InFlight {
             shared: self.shared.clone(),
             verdict: Some(ticket.verdict),
-            _claim: ticket.claim,
+            claim: ticket.claim,
         };
         // Resolving expires the request (504); the worker then takes no more and
         // goes once the others are done.
         Box::pin(async move {
-            let _in_flight = in_flight;
             sleep_until(ticket.deadline).await;
+            in_flight.expire();
         })
     }
 
@@ -442,6 +463,17 @@ impl WorkerState for InstanceState {
         let _ = self.shared.fate.set(fault.clone());
         self.shared.settle(fault.as_ref());
         drop(store);
+        // Only now, with the instance's memory back in the pool, may the requests
+        // that expired on it give their slots back.
+        lock(&self.shared.expired).clear();
+    }
+}
+
+impl Drop for InstanceState {
+    /// Also when the worker is dropped without `WorkerState::drop` (a runtime shut
+    /// down under it): the expired claims point back at `shared`.
+    fn drop(&mut self) {
+        lock(&self.shared.expired).clear();
     }
 }
 
@@ -466,6 +498,13 @@ impl WorkerExpiration for Expiry {
         // Polled only when the worker's event loop is waiting: it lives on past every
         // request that ended before.
         this.shared.settle(None);
+        // An instance running nothing but expired requests' guest code goes now: it
+        // takes no more requests, and their slots wait for it.
+        this.shared.claim_released.register(cx.waker());
+        if status != WorkerStatus::Requests && this.shared.only_expired_left() {
+            this.shared.overdue.store(true, Ordering::Release);
+            return Poll::Ready(());
+        }
         let limit = match status {
             WorkerStatus::Idle => this.idle,
             WorkerStatus::Requests | WorkerStatus::PostReturn => this.wall_time,

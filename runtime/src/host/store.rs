@@ -1,8 +1,7 @@
 //! Per-request store state: the WASI and wasi:http contexts, the memory
 //! limiter and the CPU meter.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
@@ -28,11 +27,12 @@ pub struct GuestState {
 }
 
 impl GuestState {
-    /// Starts one more request on a reused instance: its CPU share, and, on an
-    /// instance no other request holds, a memory limiter with no denial left
-    /// from earlier requests (a later trap must not be blamed on it).
-    pub(crate) fn admit_request(&mut self) {
-        if self.cpu.admit_request() {
+    /// Starts one more request on a reused instance, held while `claim` lives: its
+    /// CPU share (see [`CpuMeter::admit_request`]), and, on an instance no other
+    /// request holds, a memory limiter with no denial left from earlier requests
+    /// (a later trap must not be blamed on it).
+    pub(crate) fn admit_request(&mut self, claim: Weak<dyn Send + Sync>, one_at_a_time: bool) {
+        if self.cpu.admit_request(claim, one_at_a_time, Instant::now()) {
             self.limiter.denied = false;
         }
     }
@@ -109,33 +109,62 @@ impl ResourceLimiter for MemoryLimiter {
 /// tried and is cheaper, but it counted the host's streaming work too: a proxy
 /// moving 48 MiB hit a 1 s limit its guest code never came near.
 pub struct CpuMeter {
-    /// One request's CPU time (`cpu_time`): what a fault reports.
+    /// One request's CPU time (`cpu_time`).
     limit: Duration,
-    /// What guest code in this store may use before it is interrupted: `limit`,
-    /// or on a reused instance one `limit` per request it holds (see [`Shares`]).
-    budget: Duration,
     used: Duration,
     in_guest_since: Option<Instant>,
+    /// On a reused instance: how its guest time is charged to its requests.
     shares: Option<Shares>,
     pub(crate) exceeded: bool,
 }
 
-/// A reused instance's requests share its meter: guest time inside one instance
-/// cannot be told apart by request, so each request is charged an equal share of
-/// it. A request brings one `limit` of budget when it starts; when it is done
-/// (its response body ended or dropped, from any thread) it takes its budget
-/// and its share of the time used so far away again.
+/// A reused instance's requests share its guest time, and inside one instance it
+/// cannot be told whose code runs. So the instance is stopped only once its guest
+/// code has certainly gone past some request's `cpu_time`: when, since it last held
+/// no request, it has run more guest code than its requests could have run between
+/// them, each at most `cpu_time` and at most the (wall-clock) time it was held,
+/// since an instance runs one piece of guest code at a time. A request idle beside
+/// busy ones is not blamed for their work; one that spins while short requests come
+/// and go is stopped once its own time alone is past `cpu_time`. A request is held
+/// from its admission until its claim is released (its response body done).
+#[derive(Default)]
 struct Shares {
-    held: u32,
-    /// Requests done since the meter last looked.
-    released: Arc<AtomicU32>,
+    /// `used` when the instance last went from no request held to one.
+    used_before: Duration,
+    /// What the requests released since then could have run, between them.
+    released: Duration,
+    /// The requests held, each with the time it was admitted.
+    held: Vec<(Weak<dyn Send + Sync>, Instant)>,
+}
+
+impl Shares {
+    /// Moves the requests released since the last look into `released`.
+    fn settle(&mut self, limit: Duration, now: Instant) {
+        let released = &mut self.released;
+        self.held.retain(|(claim, admitted)| {
+            let held = claim.strong_count() > 0;
+            if !held {
+                *released += limit.min(now.duration_since(*admitted));
+            }
+            held
+        });
+    }
+
+    /// The guest time all requests since the instance's last idle moment could
+    /// have run.
+    fn capacity(&self, limit: Duration, now: Instant) -> Duration {
+        let held = self
+            .held
+            .iter()
+            .map(|(_, admitted)| limit.min(now.duration_since(*admitted)));
+        self.released + held.sum::<Duration>()
+    }
 }
 
 impl CpuMeter {
     fn new(limit: Duration) -> Self {
         CpuMeter {
             limit,
-            budget: limit,
             used: Duration::ZERO,
             in_guest_since: None,
             shares: None,
@@ -158,57 +187,52 @@ impl CpuMeter {
         }
     }
 
-    fn used_now(&self) -> Duration {
-        self.used + self.in_guest_since.map_or(Duration::ZERO, |t| t.elapsed())
+    fn used_at(&self, now: Instant) -> Duration {
+        let running = self
+            .in_guest_since
+            .map(|since| now.saturating_duration_since(since));
+        self.used + running.unwrap_or_default()
     }
 
-    /// Whether guest code has used up its budget (checked at every epoch tick).
-    fn over_budget(&mut self) -> bool {
-        self.settle_released();
-        self.used_now() > self.budget
+    /// Whether guest code has used up its time (checked at every epoch tick).
+    fn over_budget(&mut self, now: Instant) -> bool {
+        let used = self.used_at(now);
+        match &mut self.shares {
+            None => used > self.limit,
+            Some(shares) => {
+                shares.settle(self.limit, now);
+                used - shares.used_before > shares.capacity(self.limit, now)
+            }
+        }
     }
 
-    /// Meters this store's requests by [`Shares`]; `released` is counted up once
-    /// per request done.
-    pub(crate) fn share_among_requests(&mut self, released: Arc<AtomicU32>) {
-        self.shares = Some(Shares { held: 0, released });
+    /// Charges this store's guest time to the requests it holds (see [`Shares`]).
+    pub(crate) fn share_among_requests(&mut self) {
+        self.shares = Some(Shares::default());
     }
 
-    /// Meters one more request on a reused instance; true if it is the only one.
-    /// The first request of an idle instance starts from zero; time used after the
-    /// last request was done (work the guest left running) was charged to that
-    /// last request.
-    fn admit_request(&mut self) -> bool {
-        self.settle_released();
+    /// Meters one more request, held while `claim` lives; true if no other request
+    /// is held. `one_at_a_time`: the instance takes a request only once the one
+    /// before returned, so whatever that one left running is not the new one's.
+    fn admit_request(
+        &mut self,
+        claim: Weak<dyn Send + Sync>,
+        one_at_a_time: bool,
+        now: Instant,
+    ) -> bool {
+        let used = self.used_at(now);
         let Some(shares) = &mut self.shares else {
             return true;
         };
-        let alone = shares.held == 0;
+        shares.settle(self.limit, now);
+        let alone = one_at_a_time || shares.held.is_empty();
         if alone {
-            self.used = Duration::ZERO;
-            self.budget = Duration::ZERO;
-            self.exceeded = false;
+            shares.used_before = used;
+            shares.released = Duration::ZERO;
+            shares.held.clear();
         }
-        shares.held += 1;
-        self.budget = self.budget.saturating_add(self.limit);
+        shares.held.push((claim, now));
         alone
-    }
-
-    /// Takes the budget and the equal share of the time used of every request
-    /// done since the last look. The last request keeps both: guest work still
-    /// running after it is charged to it.
-    fn settle_released(&mut self) {
-        let Some(shares) = &mut self.shares else {
-            return;
-        };
-        let released = shares.released.swap(0, Ordering::AcqRel);
-        for _ in 0..released {
-            if shares.held > 1 {
-                self.used -= self.used / shares.held;
-                self.budget = self.budget.saturating_sub(self.limit);
-            }
-            shares.held = shares.held.saturating_sub(1);
-        }
     }
 }
 
@@ -259,7 +283,7 @@ pub fn new_store(
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut ctx| {
         let cpu = &mut ctx.data_mut().cpu;
-        if cpu.over_budget() {
+        if cpu.over_budget(Instant::now()) {
             cpu.exceeded = true;
             return Ok(UpdateDeadline::Interrupt);
         }
@@ -268,4 +292,111 @@ pub fn new_store(
         Ok(UpdateDeadline::Yield(1))
     });
     store
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT: Duration = Duration::from_millis(1000);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A reused instance's meter, as `reuse.rs` sets it up.
+    fn shared_meter() -> CpuMeter {
+        let mut meter = CpuMeter::new(LIMIT);
+        meter.share_among_requests();
+        meter
+    }
+
+    /// A request's claim: held while the `Arc` lives.
+    fn claim() -> (Arc<()>, Weak<dyn Send + Sync>) {
+        let claim = Arc::new(());
+        let weak: Weak<dyn Send + Sync> = Arc::downgrade(&claim) as Weak<()>;
+        (claim, weak)
+    }
+
+    #[test]
+    fn a_request_alone_gets_its_whole_cpu_time() {
+        let (mut meter, t0) = (shared_meter(), Instant::now());
+        let (_a, weak) = claim();
+        assert!(meter.admit_request(weak, false, t0));
+        meter.used = ms(900);
+        assert!(!meter.over_budget(t0 + ms(2000)));
+        meter.used = ms(1001);
+        assert!(meter.over_budget(t0 + ms(2000)));
+    }
+
+    #[test]
+    fn one_at_a_time_each_request_starts_afresh_though_the_last_body_is_still_going() {
+        let (mut meter, t0) = (shared_meter(), Instant::now());
+        let (a, weak) = claim();
+        meter.admit_request(weak, true, t0);
+        meter.used = ms(800);
+        // The next request is taken once A's guest returned, while A's response
+        // body is still on its way (its claim still held).
+        let (_b, weak) = claim();
+        assert!(meter.admit_request(weak, true, t0 + ms(1000)));
+        drop(a);
+        meter.used = ms(800 + 900);
+        assert!(!meter.over_budget(t0 + ms(2000)), "B ran 900 ms of its 1 s");
+        meter.used = ms(800 + 1001);
+        assert!(meter.over_budget(t0 + ms(3000)));
+    }
+
+    #[test]
+    fn requests_held_together_may_use_a_cpu_time_each() {
+        let (mut meter, t0) = (shared_meter(), Instant::now());
+        let held: Vec<_> = (0..4).map(|_| claim()).collect();
+        for (_, weak) in &held {
+            meter.admit_request(weak.clone(), false, t0);
+        }
+        meter.used = ms(3900);
+        assert!(!meter.over_budget(t0 + ms(4000)));
+        meter.used = ms(4100);
+        assert!(meter.over_budget(t0 + ms(4100)));
+    }
+
+    #[test]
+    fn an_idle_request_is_not_blamed_for_the_work_of_busy_ones_beside_it() {
+        let (mut meter, t0) = (shared_meter(), Instant::now());
+        let (_idle, weak) = claim();
+        meter.admit_request(weak, false, t0);
+        // Ten requests come one after the other, each running 900 ms of guest code
+        // (within its own 1 s) while the idle one waits.
+        for round in 0..10 {
+            let start = t0 + ms(900 * round);
+            let (busy, weak) = claim();
+            meter.admit_request(weak, false, start);
+            meter.used += ms(900);
+            drop(busy);
+            assert!(!meter.over_budget(start + ms(900)), "round {round}");
+        }
+    }
+
+    #[test]
+    fn a_request_that_never_ends_is_stopped_however_many_come_and_go_beside_it() {
+        let (mut meter, t0) = (shared_meter(), Instant::now());
+        let (_spinner, weak) = claim();
+        meter.admit_request(weak, false, t0);
+        // Every 100 ms a short request comes and is done 10 ms later; all the while
+        // the spinner runs guest code. Its time alone, 90 ms a round, is certainly
+        // its own: past its first second held, that is what it is stopped by.
+        for round in 0..40 {
+            let start = t0 + ms(100 * round);
+            let (short, weak) = claim();
+            meter.admit_request(weak, false, start);
+            meter.used += ms(10);
+            drop(short);
+            let released = meter.over_budget(start + ms(10));
+            meter.used += ms(90);
+            if released || meter.over_budget(start + ms(100)) {
+                assert!((10..=13).contains(&round), "stopped in round {round}");
+                return;
+            }
+        }
+        panic!("the spinner was never stopped");
+    }
 }

@@ -234,16 +234,7 @@ impl Listeners {
             let finished = async { while connections.join_next().await.is_some() {} };
             // Till the last connection of any protocol is done, QUIC clients are told
             // no at once (TCP ones are, by the closed listeners).
-            let refusing = async {
-                match &quic {
-                    Some(endpoint) => super::h3::refuse_all(endpoint).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = finished => {}
-                () = refusing => {}
-            }
+            refuse_quic_until(quic.as_ref(), finished).await;
         })
         .await;
         if drained.is_err() {
@@ -268,16 +259,21 @@ pub struct Drained {
 impl Drained {
     /// Keeps refusing new QUIC connections until `others` resolves.
     pub async fn refuse_until(self, others: impl Future<Output = ()>) {
-        let refusing = async {
-            match &self.quic {
-                Some(endpoint) => super::h3::refuse_all(endpoint).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = others => {}
-            () = refusing => {}
+        refuse_quic_until(self.quic.as_ref(), others).await;
+    }
+}
+
+/// Refuses every new QUIC connection on `quic` (if any) until `done` resolves.
+async fn refuse_quic_until(quic: Option<&quinn::Endpoint>, done: impl Future<Output = ()>) {
+    let refusing = async {
+        match quic {
+            Some(endpoint) => super::h3::refuse_all(endpoint).await,
+            None => std::future::pending().await,
         }
+    };
+    tokio::select! {
+        () = done => {}
+        () = refusing => {}
     }
 }
 

@@ -108,8 +108,10 @@ impl Registry {
             .pull_manifest_raw(&image, &auth, &[MANIFEST_MEDIA_TYPE])
             .await
             .map_err(|err| failed("fetching the manifest", &err))?;
-        // oci-client reads a manifest whole before it is measured: the pull's
-        // deadline is what bounds a registry that sends an endless one.
+        // oci-client reads a manifest whole before it can be measured (it offers no
+        // capped read): a registry sending an endless one is bounded by the pull's
+        // deadline in time only, not in memory. Registries are the operator's
+        // choice; a capped manifest read would need wedge's own registry client.
         if manifest.len() > MAX_MANIFEST {
             bail!("its manifest is larger than {MAX_MANIFEST} bytes");
         }

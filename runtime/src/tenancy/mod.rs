@@ -108,7 +108,11 @@ impl Tenancy {
     pub async fn reconfigure(&self, apps: Vec<AppConfig>) -> Result<()> {
         let mut state = self.state.lock().await;
         let deployed = state.deployed.clone();
-        self.swap(&mut state, apps, deployed, |_| true).await
+        // Apps deployed through the admin API are not the file's: a reload leaves
+        // them as deployed (a tag they name is not resolved again).
+        let from_admin: Vec<String> = deployed.keys().cloned().collect();
+        let reread = |name: &str| !from_admin.iter().any(|app| app == name);
+        self.swap(&mut state, apps, deployed, reread).await
     }
 
     /// Deploys `entry` (its component file already in place), replacing an app of the
