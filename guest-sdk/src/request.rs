@@ -255,7 +255,7 @@ impl Request {
             uri,
             headers,
             params: Vec::new(),
-            body: Body::from_wasi(Box::new(request), body, content_length)?,
+            body: Body::from_wasi(Box::new(request), body, content_length, Source::Request)?,
         })
     }
 
@@ -316,6 +316,36 @@ impl std::fmt::Debug for Request {
 pub struct Body {
     inner: Inner,
     content_length: Option<u64>,
+    from: Source,
+}
+
+/// Whose body it is: the client's request, or an upstream's answer to
+/// [`fetch`](crate::fetch). A limit or a failure is the client's fault (`413`)
+/// in one case and the upstream's (`502`) in the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Request,
+    Upstream,
+}
+
+impl Source {
+    fn what(self) -> &'static str {
+        match self {
+            Source::Request => "request body",
+            Source::Upstream => "upstream response body",
+        }
+    }
+
+    fn too_large(self, limit: usize) -> Error {
+        let kind = match self {
+            Source::Request => ErrorKind::BodyTooLarge,
+            Source::Upstream => ErrorKind::Fetch,
+        };
+        Error::new(
+            kind,
+            format_args!("{} exceeds the limit of {limit} bytes", self.what()),
+        )
+    }
 }
 
 enum Inner {
@@ -343,7 +373,7 @@ impl Body {
         let body = response
             .consume()
             .map_err(|()| Error::msg("response body already taken"))?;
-        Self::from_wasi(Box::new(response), body, content_length)
+        Self::from_wasi(Box::new(response), body, content_length, Source::Upstream)
     }
 
     /// A body streamed from `body`, a child of `parent`.
@@ -351,6 +381,7 @@ impl Body {
         parent: Box<dyn Any + Send>,
         body: IncomingBody,
         content_length: Option<u64>,
+        from: Source,
     ) -> Result<Self, Error> {
         let stream = body
             .stream()
@@ -363,6 +394,7 @@ impl Body {
                 _parent: parent,
             }),
             content_length,
+            from,
         })
     }
 
@@ -409,7 +441,7 @@ impl Body {
                     self.inner = Inner::Done;
                     return Some(Err(Error::new(
                         ErrorKind::Io,
-                        format_args!("reading request body: {}", e.to_debug_string()),
+                        format_args!("reading {}: {}", self.from.what(), e.to_debug_string()),
                     )));
                 }
             }
@@ -420,7 +452,9 @@ impl Body {
     /// [`ErrorKind::BodyTooLarge`] as soon as it is known to exceed `limit`
     /// bytes (from the `content-length` header, before reading anything, or
     /// while reading, so at most `limit` bytes are ever held). The error's
-    /// message names the limit, and returned from a handler it answers `413`.
+    /// message names the limit; returned from a handler it answers `413` for
+    /// the request's body, `502` for the body of an upstream's answer to
+    /// [`fetch`](crate::fetch) (kind [`ErrorKind::Fetch`]: the upstream's fault).
     ///
     /// ```no_run
     /// # use wedge_sdk::{Error, Request, Response};
@@ -432,7 +466,7 @@ impl Body {
     /// # wedge_sdk::export_handler!(handle);
     /// ```
     pub async fn read_to_end(mut self, limit: usize) -> Result<Bytes, Error> {
-        let mut acc = Accumulator::new(limit, self.content_length)?;
+        let mut acc = Accumulator::new(limit, self.content_length, self.from)?;
         while let Some(chunk) = self.chunk().await {
             acc.push(chunk?)?;
         }
@@ -447,6 +481,16 @@ impl Body {
         Self {
             inner: Inner::Chunks(chunks.into()),
             content_length,
+            from: Source::Request,
+        }
+    }
+
+    /// The same body as an upstream's answer to a fetch.
+    #[cfg(test)]
+    fn upstream(self) -> Self {
+        Self {
+            from: Source::Upstream,
+            ..self
         }
     }
 }
@@ -466,19 +510,13 @@ struct Accumulator {
     first: Option<Bytes>,
     rest: Vec<u8>,
     reserve: usize,
-}
-
-fn too_large(limit: usize) -> Error {
-    Error::new(
-        ErrorKind::BodyTooLarge,
-        format_args!("request body exceeds the limit of {limit} bytes"),
-    )
+    from: Source,
 }
 
 impl Accumulator {
-    fn new(limit: usize, content_length: Option<u64>) -> Result<Self, Error> {
+    fn new(limit: usize, content_length: Option<u64>, from: Source) -> Result<Self, Error> {
         if content_length.is_some_and(|n| n > limit as u64) {
-            return Err(too_large(limit));
+            return Err(from.too_large(limit));
         }
         let reserve = content_length.map_or(0, |n| (n as usize).min(MAX_PREALLOC));
         Ok(Self {
@@ -487,12 +525,13 @@ impl Accumulator {
             first: None,
             rest: Vec::new(),
             reserve,
+            from,
         })
     }
 
     fn push(&mut self, chunk: Bytes) -> Result<(), Error> {
         if chunk.len() > self.limit - self.len {
-            return Err(too_large(self.limit));
+            return Err(self.from.too_large(self.limit));
         }
         self.len += chunk.len();
         if chunk.is_empty() {
@@ -688,6 +727,19 @@ pub(crate) mod tests {
             run(body.read_to_end(5)).unwrap_err().kind(),
             ErrorKind::BodyTooLarge
         );
+    }
+
+    #[test]
+    fn an_upstream_body_over_the_limit_is_the_upstream_s_fault() {
+        let body = Body::from_chunks(chunks(&["12345", "6"]), None).upstream();
+        let err = run(body.read_to_end(5)).unwrap_err();
+        assert_eq!((err.kind(), err.status()), (ErrorKind::Fetch, 502));
+        assert_eq!(
+            err.to_string(),
+            "upstream response body exceeds the limit of 5 bytes"
+        );
+        let body = Body::from_chunks(vec![], Some(6)).upstream();
+        assert_eq!(run(body.read_to_end(5)).unwrap_err().status(), 502);
     }
 
     #[test]
