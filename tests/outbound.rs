@@ -214,9 +214,13 @@ impl Origin {
                             if held {
                                 release.acquire().await.unwrap().forget();
                             }
-                            Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(
-                                "ok\n",
-                            ))))
+                            // Two of a field that cannot be joined with commas.
+                            let answer = hyper::Response::builder()
+                                .header("set-cookie", "a=1; Path=/")
+                                .header("set-cookie", "b=2; Path=/")
+                                .body(Full::new(Bytes::from("ok\n")))
+                                .unwrap();
+                            Ok::<_, Infallible>(answer)
                         }
                     });
                     tokio::spawn(async move {
@@ -351,6 +355,19 @@ fn get_in_turn(proxy: &Server, origin: &str, n: usize) {
         let (status, body) = status_and_body(&["--max-time", "30", &url]);
         assert_eq!(status, "200", "{body}\nproxy log:\n{}", proxy.log());
     }
+}
+
+#[test]
+fn an_origin_s_repeated_fields_come_back_each_one() {
+    let (_origin, authority, proxy) = proxied_origin(false, &[]);
+    let url = format!("{}/http://{authority}/cookies", proxy.server.url);
+    let out = curl(&["--dump-header", "-", "--output", "/dev/null", &url]);
+    let head = String::from_utf8(out.stdout).unwrap();
+    let cookies: Vec<&str> = head
+        .lines()
+        .filter_map(|line| line.strip_prefix("set-cookie: "))
+        .collect();
+    assert_eq!(cookies, ["a=1; Path=/", "b=2; Path=/"], "{head}");
 }
 
 #[test]

@@ -172,14 +172,40 @@ impl Response {
     /// let r = wedge_sdk::Response::text("hi").with_header("cache-control", "no-store");
     /// assert_eq!(r.headers()["cache-control"], "no-store");
     /// ```
-    pub fn with_header(mut self, name: impl AsRef<str>, value: impl AsRef<[u8]>) -> Self {
-        let name = name.as_ref();
+    pub fn with_header(self, name: impl AsRef<str>, value: impl AsRef<[u8]>) -> Self {
+        self.header(name.as_ref(), value.as_ref(), |headers, name, value| {
+            headers.insert(name, value);
+        })
+    }
+
+    /// Add `value` to header `name`, keeping the values it had: for fields that
+    /// may repeat, such as `set-cookie` (which cannot be joined with commas).
+    ///
+    /// ```
+    /// let r = wedge_sdk::Response::text("hi")
+    ///     .append_header("set-cookie", "a=1")
+    ///     .append_header("set-cookie", "b=2");
+    /// assert_eq!(r.headers().get_all("set-cookie").iter().count(), 2);
+    /// ```
+    pub fn append_header(self, name: impl AsRef<str>, value: impl AsRef<[u8]>) -> Self {
+        self.header(name.as_ref(), value.as_ref(), |headers, name, value| {
+            headers.append(name, value);
+        })
+    }
+
+    /// Puts `name: value` into the headers with `put`, or keeps the first error.
+    fn header(
+        mut self,
+        name: &str,
+        value: &[u8],
+        put: impl FnOnce(&mut HeaderMap, HeaderName, HeaderValue),
+    ) -> Self {
         match (
             HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_bytes(value.as_ref()),
+            HeaderValue::from_bytes(value),
         ) {
             (Ok(name), Ok(value)) => {
-                self.headers.insert(name, value);
+                put(&mut self.headers, name, value);
             }
             (Err(_), _) => {
                 self.error.get_or_insert_with(|| {
@@ -514,6 +540,19 @@ mod tests {
         assert_eq!(r.headers().len(), 1);
         let (_, fields, _) = r.with_header("X-A", b"1".as_slice()).into_parts();
         assert_eq!(header(&fields, "x-a"), Some("1"));
+    }
+
+    #[test]
+    fn append_header_keeps_every_value_and_with_header_replaces_them() {
+        let r = Response::text("x")
+            .append_header("Set-Cookie", "a=1")
+            .append_header("set-cookie", "b=2");
+        let cookies: Vec<_> = r.headers().get_all("set-cookie").iter().collect();
+        assert_eq!(cookies, ["a=1", "b=2"]);
+        let r = r.with_header("set-cookie", "c=3");
+        assert_eq!(r.headers().get_all("set-cookie").iter().count(), 1);
+        let bad = Response::text("x").append_header("bad name", "1");
+        assert_eq!(bad.into_parts().0, 500, "an invalid name answers 500");
     }
 
     #[test]

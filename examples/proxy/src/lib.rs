@@ -68,7 +68,7 @@ fn relay(answer: FetchResponse) -> Response {
     });
     for (name, value) in &headers {
         if !HOP_BY_HOP.contains(&name.as_str()) {
-            response = response.with_header(name, value.as_bytes());
+            response = response.append_header(name, value.as_bytes());
         }
     }
     response
