@@ -298,19 +298,30 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct InFlight {
     shared: Arc<Shared>,
     verdict: Option<oneshot::Sender<Option<Fault>>>,
-    claim: Arc<Claim>,
+    claim: Option<Arc<Claim>>,
 }
 
 impl InFlight {
     /// The request expired: its guest code runs on, so its claim (its slot) stays
     /// with the instance until the instance is gone.
-    fn expire(self) {
-        lock(&self.shared.expired).push(self.claim.clone());
+    fn expire(mut self) {
+        self.keep_claim_with_instance();
+    }
+
+    fn keep_claim_with_instance(&mut self) {
+        if let Some(claim) = self.claim.take() {
+            lock(&self.shared.expired).push(claim);
+        }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        // Dropped unanswered with its instance (overdue): the slot waits for the
+        // store to be gone, as an expired request's does.
+        if self.shared.overdue.load(Ordering::Acquire) {
+            self.keep_claim_with_instance();
+        }
         if let Some(verdict) = self.verdict.take() {
             lock(&self.shared.ended).push(verdict);
         }
@@ -427,13 +438,16 @@ impl WorkerState for InstanceState {
         _task: GuestTaskId,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + Sync>> {
         let claim: Weak<dyn Send + Sync> = Arc::downgrade(&ticket.claim) as Weak<Claim>;
-        store.data_mut().admit_request(claim, self.concurrency == 1);
+        // A WASI 0.2 call leaves nothing running once it returned; a WASI 0.3 task
+        // may (its body, work after the response), even one at a time.
+        let one_at_a_time = !self.app.pre.is_p3();
+        store.data_mut().admit_request(claim, one_at_a_time);
         self.shared.claims.fetch_add(1, Ordering::AcqRel);
         let _ = ticket.claim.instance.set(self.shared.clone());
         let in_flight = InFlight {
             shared: self.shared.clone(),
             verdict: Some(ticket.verdict),
-            claim: ticket.claim,
+            claim: Some(ticket.claim),
         };
         // Resolving expires the request (504); the worker then takes no more and
         // goes once the others are done.

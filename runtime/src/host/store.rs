@@ -151,8 +151,12 @@ impl Shares {
     }
 
     /// The guest time all requests since the instance's last idle moment could
-    /// have run.
+    /// have run. With none held any more, the work they left running (a body's
+    /// last writes, tasks after the response) may take one more `cpu_time`.
     fn capacity(&self, limit: Duration, now: Instant) -> Duration {
+        if self.held.is_empty() {
+            return self.released + limit;
+        }
         let held = self
             .held
             .iter()
@@ -201,7 +205,7 @@ impl CpuMeter {
             None => used > self.limit,
             Some(shares) => {
                 shares.settle(self.limit, now);
-                used - shares.used_before > shares.capacity(self.limit, now)
+                used.saturating_sub(shares.used_before) > shares.capacity(self.limit, now)
             }
         }
     }
@@ -213,7 +217,8 @@ impl CpuMeter {
 
     /// Meters one more request, held while `claim` lives; true if no other request
     /// is held. `one_at_a_time`: the instance takes a request only once the one
-    /// before returned, so whatever that one left running is not the new one's.
+    /// before returned, and a returned request leaves nothing running (WASI 0.2:
+    /// no tasks outlive the call), so the new one starts a window of its own.
     fn admit_request(
         &mut self,
         claim: Weak<dyn Send + Sync>,
@@ -344,6 +349,21 @@ mod tests {
         assert!(!meter.over_budget(t0 + ms(2000)), "B ran 900 ms of its 1 s");
         meter.used = ms(800 + 1001);
         assert!(meter.over_budget(t0 + ms(3000)));
+    }
+
+    #[test]
+    fn work_left_running_after_the_last_request_may_take_one_more_cpu_time() {
+        let (mut meter, t0) = (shared_meter(), Instant::now());
+        let (a, weak) = claim();
+        meter.admit_request(weak, false, t0);
+        meter.used = ms(99);
+        drop(a);
+        // A used 99 ms of the 100 ms it was held; its tasks run on afterwards.
+        assert!(!meter.over_budget(t0 + ms(100)));
+        meter.used = ms(99 + 1000);
+        assert!(!meter.over_budget(t0 + ms(2000)));
+        meter.used = ms(99 + 1002);
+        assert!(meter.over_budget(t0 + ms(2000)));
     }
 
     #[test]
