@@ -12,7 +12,7 @@ seconds=${1:-30}
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version 0.13.2
 # The seeds build with the workspace (the test suite has built them already in CI).
 cargo run --quiet --manifest-path ../Cargo.toml -p wedge-proto --example fuzz_seeds -- "$PWD/corpus"
-cargo run --quiet --manifest-path ../../config/Cargo.toml -p wedge-config --example fuzz_seeds -- "$PWD/corpus"
+cargo run --quiet --manifest-path ../../config/Cargo.toml -p wedge-config --example config_fuzz_seeds -- "$PWD/corpus"
 cargo fuzz build -s none -a
 for target in ${TARGETS:-$(cargo fuzz list)}; do
   echo "fuzz: $target for ${seconds}s"

@@ -4,7 +4,7 @@
 //! seeds follow the tests). `fuzz/run.sh` calls it; it lives here, not in the fuzz
 //! crate, to build without the fuzzing instrumentation.
 //!
-//! cargo run -p wedge-config --example fuzz_seeds -- DIR
+//! cargo run -p wedge-config --example config_fuzz_seeds -- DIR
 
 use std::path::Path;
 
@@ -78,7 +78,7 @@ fn unescape(body: &str) -> (String, usize) {
 }
 
 fn main() {
-    let dir = std::env::args().nth(1).expect("usage: fuzz_seeds DIR");
+    let dir = std::env::args().nth(1).expect("usage: config_fuzz_seeds DIR");
     let dir = Path::new(&dir).join("config");
     std::fs::create_dir_all(&dir).unwrap();
     let named = [
