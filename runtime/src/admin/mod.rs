@@ -235,9 +235,12 @@ impl Admin {
         };
         // Without an uploaded component the settings name an oci:// one.
         let component = upload.component.as_deref();
-        let version = self
-            .store
-            .version(name, component.unwrap_or_default(), &upload.config);
+        // Hashing (and below, writing and syncing) up to --admin-max-upload blocks:
+        // off the async threads, so /healthz and /readyz keep answering.
+        let version = tokio::task::block_in_place(|| {
+            self.store
+                .version(name, component.unwrap_or_default(), &upload.config)
+        });
         let uploaded = component.map(|_| self.store.component_path(&version));
         let entry = match config::parse_app(&upload.config, CONFIG_SOURCE, name, uploaded) {
             Ok(entry) => entry,
@@ -245,7 +248,9 @@ impl Admin {
         };
         let _one_at_a_time = self.changes.lock().await;
         let replaces = self.is_deployed(name).await;
-        let version = match self.store.write(version, component, &upload.config) {
+        let written =
+            tokio::task::block_in_place(|| self.store.write(version, component, &upload.config));
+        let version = match written {
             Ok(version) => version,
             Err(err) => return server_error(&err),
         };

@@ -78,7 +78,9 @@ pub async fn load_site(
             continue;
         }
         let (wasm, resolved) = read_component(registry, entry).await?;
-        let digest: [u8; 32] = Sha256::digest(&wasm).into();
+        // A component may be 100 MiB: hashed off the async threads (the admin API's
+        // probes share them).
+        let digest: [u8; 32] = tokio::task::block_in_place(|| Sha256::digest(&wasm).into());
         let unchanged = before.filter(|s| s.digest == digest && s.entry == *entry);
         let tenant = match unchanged {
             Some(source) => source.tenant.clone(),
@@ -124,7 +126,7 @@ async fn read_component(
     entry: &AppConfig,
 ) -> Result<(Vec<u8>, Option<Reference>)> {
     match &entry.component {
-        ComponentSource::File(path) => std::fs::read(path)
+        ComponentSource::File(path) => tokio::task::block_in_place(|| std::fs::read(path))
             .map(|wasm| (wasm, None))
             .with_context(|| format!("app `{}`: cannot read {}", entry.name, path.display())),
         ComponentSource::Oci(reference) => {
