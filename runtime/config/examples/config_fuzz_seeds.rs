@@ -78,7 +78,9 @@ fn unescape(body: &str) -> (String, usize) {
 }
 
 fn main() {
-    let dir = std::env::args().nth(1).expect("usage: config_fuzz_seeds DIR");
+    let dir = std::env::args()
+        .nth(1)
+        .expect("usage: config_fuzz_seeds DIR");
     let dir = Path::new(&dir).join("config");
     std::fs::create_dir_all(&dir).unwrap();
     let named = [
