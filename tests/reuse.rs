@@ -189,11 +189,14 @@ fn a_client_that_leaves_does_not_free_the_slot_of_its_running_request() {
 }
 
 #[test]
-fn an_expired_request_keeps_its_slot_until_its_instance_is_gone() {
+fn an_expired_request_keeps_its_slot_until_its_instance_is_gone_which_is_at_once() {
     // One instance in the whole pool: a request let in while an expired request's
     // guest still runs on its instance would find no room for an instance of its
-    // own (503). Its slot must wait for that instance to go.
-    let limits = "max_concurrent = 1\nqueue = 1\nqueue_timeout = \"30s\"\nwall_time = \"1s\"";
+    // own (503). Its slot must wait for that instance to go; and the instance, left
+    // with nothing but the expired request's guest code, goes at once: the next
+    // request's 1 s in the queue is enough (kept, the instance would wait for its
+    // own expiry, another wall time of 3 s, and the request would get 503).
+    let limits = "max_concurrent = 1\nqueue = 1\nqueue_timeout = \"1s\"\nwall_time = \"3s\"";
     let wedge = Metered::start_with(
         &[app("probe", "p3_probe", "/probe", limits)],
         &["--max-instances", "1"],
