@@ -478,15 +478,9 @@ impl WorkerState for InstanceState {
         self.shared.settle(fault.as_ref());
         drop(store);
         // Only now, with the instance's memory back in the pool, may the requests
-        // that expired on it give their slots back.
-        lock(&self.shared.expired).clear();
-    }
-}
-
-impl Drop for InstanceState {
-    /// Also when the worker is dropped without `WorkerState::drop` (a runtime shut
-    /// down under it): the expired claims point back at `shared`.
-    fn drop(&mut self) {
+        // that expired on it give their slots back. (ProxyHandler calls this for
+        // every worker, also one whose task panicked or was dropped, so this also
+        // breaks the cycle the expired claims make back to `shared`.)
         lock(&self.shared.expired).clear();
     }
 }

@@ -144,7 +144,7 @@ impl Shares {
         self.held.retain(|(claim, admitted)| {
             let held = claim.strong_count() > 0;
             if !held {
-                *released += limit.min(now.duration_since(*admitted));
+                *released += could_have_run(limit, *admitted, now);
             }
             held
         });
@@ -160,9 +160,15 @@ impl Shares {
         let held = self
             .held
             .iter()
-            .map(|(_, admitted)| limit.min(now.duration_since(*admitted)));
+            .map(|(_, admitted)| could_have_run(limit, *admitted, now));
         self.released + held.sum::<Duration>()
     }
+}
+
+/// The guest time a request admitted at `admitted` could have run by `now`: its
+/// limit, and no more than the wall-clock time since.
+fn could_have_run(limit: Duration, admitted: Instant, now: Instant) -> Duration {
+    limit.min(now.duration_since(admitted))
 }
 
 impl CpuMeter {
