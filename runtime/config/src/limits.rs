@@ -17,6 +17,13 @@ pub const DEFAULT_P3_INSTANCE_REUSE: u32 = 128;
 pub const DEFAULT_INSTANCE_CONCURRENCY: u32 = 16;
 /// Default time a reused instance waits for its next request before it is dropped.
 pub const DEFAULT_INSTANCE_IDLE: Duration = Duration::from_secs(1);
+/// Default host memory an instance may make wedge hold for it: 16 MiB. The
+/// examples' instances stay under 1 MiB of it (a WASI 0.3 instance serving 16
+/// requests at once included); fields are capped at 128 KiB each.
+pub const DEFAULT_HOST_MEMORY: u64 = 16 * 1024 * 1024;
+/// Default live resources (handles) an instance may hold in the host: far below
+/// wasmtime's own default of a million, far above what a handler needs (tens).
+pub const DEFAULT_MAX_RESOURCES: u32 = 10_000;
 
 /// What one request of an app may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +36,11 @@ pub struct Limits {
     pub wall_time: Duration,
     /// Largest request body accepted, in bytes.
     pub max_body: u64,
+    /// Bytes the host may hold on one instance's behalf (resources, the fields
+    /// and buffers they own, copies of guest data), outside its linear memory.
+    pub host_memory: u64,
+    /// Resources (handles) one instance may hold in the host at once.
+    pub max_resources: u32,
     /// Whether and how instances serve more than one request.
     pub reuse: Reuse,
 }
@@ -65,6 +77,8 @@ impl Default for Limits {
             cpu_time: DEFAULT_CPU_TIME,
             wall_time: DEFAULT_WALL_TIME,
             max_body: DEFAULT_MAX_BODY,
+            host_memory: DEFAULT_HOST_MEMORY,
+            max_resources: DEFAULT_MAX_RESOURCES,
             reuse: Reuse::default(),
         }
     }

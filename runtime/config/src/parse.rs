@@ -375,6 +375,12 @@ fn limits(doc: &mut Doc, field: Option<Field>) -> (Limits, AdmissionLimits, Outb
         max_body: take("max_body")
             .and_then(|f| f.size(doc))
             .unwrap_or(limits.max_body),
+        host_memory: take("host_memory")
+            .and_then(|f| f.size(doc).filter(|n| positive(doc, &f, *n > 0)))
+            .unwrap_or(limits.host_memory),
+        max_resources: take("max_resources")
+            .and_then(|f| f.count(doc, 1))
+            .unwrap_or(limits.max_resources),
         reuse: Reuse {
             requests: take("instance_reuse")
                 .and_then(|f| f.count(doc, 1))

@@ -49,6 +49,8 @@ memory = "64MiB"
 cpu_time = "250ms"
 wall_time = "10s"
 max_body = 4096
+host_memory = "4MiB"
+max_resources = 500
 max_concurrent = 8
 queue = 0
 queue_timeout = "2s"
@@ -91,6 +93,8 @@ MODE = "prod"
             cpu_time: Duration::from_millis(250),
             wall_time: Duration::from_secs(10),
             max_body: 4096,
+            host_memory: 4 * 1024 * 1024,
+            max_resources: 500,
             reuse: Reuse {
                 requests: Some(50),
                 concurrency: 4,
@@ -163,6 +167,14 @@ fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
             "wedge.toml:5: app[0].limits.memory: must be more than zero",
         ),
         (
+            "limits.host_memory = 0",
+            "wedge.toml:5: app[0].limits.host_memory: must be more than zero",
+        ),
+        (
+            "limits.max_resources = 0",
+            "wedge.toml:5: app[0].limits.max_resources: `0` is not a whole number of at least 1",
+        ),
+        (
             "limits.cpu_time = \"soon\"",
             "wedge.toml:5: app[0].limits.cpu_time: `soon` is not a duration like 1s or 500ms",
         ),
@@ -208,7 +220,7 @@ fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
         ),
         (
             "limits.cpu = \"1s\"",
-            "wedge.toml:5: app[0].limits.cpu: unknown key `cpu`; known keys: memory, cpu_time, wall_time, max_body, instance_reuse, instance_concurrency, instance_idle, max_concurrent, queue, queue_timeout, outbound_max_concurrent, outbound_connect_timeout",
+            "wedge.toml:5: app[0].limits.cpu: unknown key `cpu`; known keys: memory, cpu_time, wall_time, max_body, host_memory, max_resources, instance_reuse, instance_concurrency, instance_idle, max_concurrent, queue, queue_timeout, outbound_max_concurrent, outbound_connect_timeout",
         ),
         ("limits = 5", "wedge.toml:5: app[0].limits: must be a table"),
         (

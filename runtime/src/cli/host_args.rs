@@ -44,6 +44,16 @@ pub struct HostArgs {
     #[arg(long, default_value = "100MiB", value_parser = parse_size)]
     max_body: u64,
 
+    /// Memory wedge may hold on one instance's behalf outside its linear memory
+    /// (resources, their fields and buffers, copies of guest data, e.g. 16MiB).
+    #[arg(long, default_value = "16MiB", value_parser = parse_positive_size)]
+    host_memory: u64,
+
+    /// Resources (handles) one instance may hold in the host at once.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_RESOURCES,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_resources: u32,
+
     /// Instances of the app running at once; more requests wait in a queue.
     #[arg(long, default_value_t = admission::DEFAULT_MAX_CONCURRENT,
           value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
@@ -120,6 +130,8 @@ impl HostArgs {
             cpu_time: self.cpu_time,
             wall_time: self.wall_time,
             max_body: self.max_body,
+            host_memory: self.host_memory,
+            max_resources: self.max_resources,
             reuse: Reuse {
                 requests: self.instance_reuse,
                 concurrency: self.instance_concurrency,
@@ -170,5 +182,12 @@ fn parse_positive_duration(text: &str) -> Result<Duration, String> {
         Ok(duration) if duration.is_zero() => Err("must be more than zero".into()),
         Ok(duration) => Ok(duration),
         Err(err) => Err(err.to_string()),
+    }
+}
+
+fn parse_positive_size(text: &str) -> Result<u64, String> {
+    match parse_size(text)? {
+        0 => Err("must be more than zero".into()),
+        size => Ok(size),
     }
 }

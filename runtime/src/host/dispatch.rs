@@ -22,6 +22,7 @@ use super::admission::Refused;
 use super::app::App;
 use super::body::{First, GuestBody, LimitedBody, Outcome, ResponseBody, delivered, first};
 use super::fault::Fault;
+use super::limits::host_memory::suspending;
 use super::store::{GuestState, new_store};
 
 /// Aborts the guest call when the response (or its body) is dropped before
@@ -104,7 +105,7 @@ impl App {
             let _slot = slot;
             let _running = app.metrics.instance();
             let deadline = Instant::now() + app.limits.wall_time;
-            let outcome = run_guest(&app, &mut store, req, outparam, deadline).await;
+            let outcome = suspending(run_guest(&app, &mut store, req, outparam, deadline)).await;
             if let Err(fault) = &outcome {
                 app.report(fault);
             }

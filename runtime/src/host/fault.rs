@@ -20,6 +20,11 @@ pub enum Fault {
     WallTime { limit: Duration, started: bool },
     /// The guest tried to grow its memory past the limit and then trapped.
     Memory(u64),
+    /// The host held more memory on the instance's behalf than its budget.
+    HostMemory(u64),
+    /// The instance held more resources (handles) in the host than it may: the
+    /// host-memory limit, counted in resources.
+    Resources(u32),
     /// The handler returned without ever setting a response.
     NoResponse,
     /// The guest set an error instead of a response.
@@ -42,6 +47,8 @@ impl Fault {
             }
             Fault::Trap(_)
             | Fault::Memory(_)
+            | Fault::HostMemory(_)
+            | Fault::Resources(_)
             | Fault::NoResponse
             | Fault::GuestError(_)
             | Fault::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -55,6 +62,7 @@ impl Fault {
             Fault::CpuTime(_) => FaultKind::CpuTimeout,
             Fault::WallTime { .. } => FaultKind::WallTimeout,
             Fault::Memory(_) => FaultKind::Memory,
+            Fault::HostMemory(_) | Fault::Resources(_) => FaultKind::HostMemory,
             Fault::NoResponse => FaultKind::NoResponse,
             Fault::GuestError(_) => FaultKind::GuestError,
             Fault::PoolExhausted | Fault::Internal(_) => FaultKind::Internal,
@@ -68,6 +76,12 @@ impl Fault {
         }
         if state.limiter.denied {
             return Fault::Memory(state.limiter.limit());
+        }
+        if state.host_memory.exceeded {
+            return Fault::HostMemory(state.host_memory.limit());
+        }
+        if is_resource_limit(&err) {
+            return Fault::Resources(state.host_memory.max_resources());
         }
         if err
             .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
@@ -99,10 +113,43 @@ impl fmt::Display for Fault {
             Fault::Memory(limit) => {
                 write!(f, "memory limit of {} MiB exceeded", limit / (1024 * 1024))
             }
+            Fault::HostMemory(limit) => write!(
+                f,
+                "host memory limit of {} exceeded (what the host held for the instance)",
+                Size(*limit)
+            ),
+            Fault::Resources(limit) => write!(
+                f,
+                "host memory limit exceeded: more than {limit} resources held (max_resources)"
+            ),
             Fault::NoResponse => write!(f, "the handler returned without setting a response"),
             Fault::GuestError(msg) => write!(f, "the handler answered with an error: {msg}"),
             Fault::PoolExhausted => write!(f, "no instance free in the host's pool"),
             Fault::Internal(msg) => write!(f, "internal error: {msg}"),
+        }
+    }
+}
+
+/// Whether a call failed for holding more resources than the store allows: the
+/// host's resource table is full, or the component's handle limit was reached.
+fn is_resource_limit(err: &wasmtime::Error) -> bool {
+    err.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<wasmtime::component::ResourceTableError>(),
+            Some(wasmtime::component::ResourceTableError::Full)
+        ) || cause.to_string().contains("store handle limit exceeded")
+    })
+}
+
+/// A byte count as the config writes it: `16MiB`, `512KiB`, or bytes.
+struct Size(u64);
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            n if n % (1 << 20) == 0 => write!(f, "{}MiB", n >> 20),
+            n if n % (1 << 10) == 0 => write!(f, "{}KiB", n >> 10),
+            n => write!(f, "{n} bytes"),
         }
     }
 }
@@ -138,6 +185,8 @@ mod tests {
                 503,
             ),
             (Fault::Memory(1 << 20), 500),
+            (Fault::HostMemory(1 << 20), 500),
+            (Fault::Resources(1000), 500),
             (Fault::NoResponse, 500),
             (Fault::GuestError("oops".into()), 500),
             (Fault::PoolExhausted, 503),

@@ -12,6 +12,7 @@ mod fault;
 mod guest_log;
 mod hooks;
 pub mod lifecycle;
+pub mod limits;
 pub mod outbound_client;
 mod reuse;
 mod site;
@@ -21,7 +22,7 @@ mod vars;
 
 // The plain values apps are configured with, shared with the config parser, which
 // reads them without wasmtime in the wedge-config crate.
-pub use wedge_config::{limits, outbound, routes};
+pub use wedge_config::{outbound, routes};
 
 pub use app::App;
 pub use body::{BodyError, ResponseBody};

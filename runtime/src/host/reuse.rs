@@ -45,6 +45,7 @@ use super::app::App;
 use super::body::{BodyError, LimitedBody, OverLimit, ResponseBody};
 use super::dispatch::{RequestScheme, plain, too_large};
 use super::fault::Fault;
+use super::limits::host_memory::{self, suspending};
 use super::store::{GuestState, new_store};
 use crate::metrics::Open;
 
@@ -351,8 +352,8 @@ impl HandlerState for AppInstances {
         );
         let running = app.metrics.instance();
         let deadline = Instant::now() + app.limits.wall_time;
-        let proxy = match timeout_at(deadline, app.pre.either().instantiate_async(&mut store)).await
-        {
+        let instantiated = timeout_at(deadline, app.pre.either().instantiate_async(&mut store));
+        let proxy = match suspending(instantiated).await {
             Err(_) => {
                 let limit = app.limits.wall_time;
                 return Err(Failed(Fault::WallTime {
@@ -502,6 +503,9 @@ impl WorkerExpiration for Expiry {
         status: WorkerStatus,
         start: std::time::Instant,
     ) -> Poll<()> {
+        // Polled whenever a poll of the worker's event loop returns pending: a host
+        // call that parked there left its instance's account current.
+        host_memory::suspend();
         let this = self.get_mut();
         // Polled only when the worker's event loop is waiting: it lives on past every
         // request that ended before.

@@ -31,17 +31,19 @@ pub enum FaultKind {
     CpuTimeout,
     WallTimeout,
     Memory,
+    HostMemory,
     NoResponse,
     GuestError,
     Internal,
 }
 
 impl FaultKind {
-    const ALL: [FaultKind; 7] = [
+    const ALL: [FaultKind; 8] = [
         FaultKind::Trap,
         FaultKind::CpuTimeout,
         FaultKind::WallTimeout,
         FaultKind::Memory,
+        FaultKind::HostMemory,
         FaultKind::NoResponse,
         FaultKind::GuestError,
         FaultKind::Internal,
@@ -53,6 +55,7 @@ impl FaultKind {
             FaultKind::CpuTimeout => "cpu_timeout",
             FaultKind::WallTimeout => "wall_timeout",
             FaultKind::Memory => "memory",
+            FaultKind::HostMemory => "host_memory",
             FaultKind::NoResponse => "no_response",
             FaultKind::GuestError => "guest_error",
             FaultKind::Internal => "internal",

@@ -1,0 +1,252 @@
+//! A hostile tenant on the real binary: the `hostile` fixture
+//! (tests/fixtures/hostile) attacks its host one route at a time — hoarding fields,
+//! resources, body buffers and half-written log lines in host memory, spinning in
+//! host calls, asking for huge random lists — beside a neighbour app (`hello`)
+//! on the same process. Each attack must be stopped as the guest's fault (status,
+//! one log line, `wedge_guest_faults_total`), wedge's peak RSS must stay within the
+//! attack's budget plus a fixed margin, and the neighbour must keep answering.
+
+mod admin_support;
+mod h2_support;
+mod h3_support;
+mod metered;
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+
+use metered::{Metered, app};
+use support::curl;
+
+const MIB: u64 = 1024 * 1024;
+/// What wedge may grow by besides the budgets (allocator slack, the pool's pages of
+/// the instances, buffers of the connections): far below any attack's take.
+const MARGIN: u64 = 48 * MIB;
+/// The hostile app's host-memory budget in these tests.
+const BUDGET: u64 = 8 * MIB;
+
+/// GET `path`: status and body.
+fn get(wedge: &Metered, path: &str) -> (String, String) {
+    let out = curl(&[
+        "-w",
+        "\n%{http_code}",
+        &format!("{}{path}", wedge.server().url),
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (body, status) = text.rsplit_once('\n').unwrap();
+    (status.to_string(), body.to_string())
+}
+
+/// A field of `/proc/PID/status` in bytes (`VmHWM`, `VmRSS`).
+fn proc_status_bytes(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|line| line.starts_with(field))
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+/// Resets the process's peak RSS to its current RSS (`clear_refs` 5, Linux 4.0+).
+fn reset_peak_rss(pid: u32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+}
+
+/// The hostile app on `/` with `limits`, beside `hello` on `/n`.
+fn serve(limits: &str) -> Metered {
+    let wedge = Metered::start(&[
+        app("hostile", "hostile", "/", limits),
+        app("neighbour", "hello", "/n", ""),
+    ]);
+    // Warm: both compiled and instantiated once before anything is measured.
+    assert_eq!(get(&wedge, "/hello"), ("200".into(), "hello\n".into()));
+    assert_eq!(get(&wedge, "/n").0, "200");
+    wedge
+}
+
+/// Runs `attacks` requests to `path` at once while the neighbour is asked again
+/// and again; returns the attacks' answers, the neighbour's answers, and how far
+/// wedge's RSS peaked above where it was before.
+fn attack(
+    wedge: &Metered,
+    path: &str,
+    attacks: usize,
+) -> (Vec<(String, String)>, Vec<String>, u64) {
+    let pid = wedge.server().pid();
+    reset_peak_rss(pid);
+    let before = proc_status_bytes(pid, "VmRSS");
+    let done = AtomicBool::new(false);
+    let (answers, neighbour) = thread::scope(|scope| {
+        let neighbour = scope.spawn(|| {
+            let mut answers = Vec::new();
+            // At least one answer, while the attack lasts (bounded by its wall time).
+            while answers.is_empty() || (!done.load(Ordering::Acquire) && answers.len() < 10_000) {
+                answers.push(get(wedge, "/n").0);
+            }
+            answers
+        });
+        let attackers: Vec<_> = (0..attacks)
+            .map(|_| scope.spawn(|| get(wedge, path)))
+            .collect();
+        let answers: Vec<_> = attackers.into_iter().map(|a| a.join().unwrap()).collect();
+        done.store(true, Ordering::Release);
+        (answers, neighbour.join().unwrap())
+    });
+    let peak = proc_status_bytes(pid, "VmHWM");
+    (answers, neighbour, peak.saturating_sub(before))
+}
+
+/// Asserts the attack was stopped as the guest's `kind` fault with `status`, logged
+/// with `cause`, within `bound` of RSS growth, the neighbour always answering.
+fn assert_stopped(
+    wedge: &Metered,
+    (answers, neighbour, growth): (Vec<(String, String)>, Vec<String>, u64),
+    status: &str,
+    cause: &str,
+    kind: &str,
+    bound: u64,
+) {
+    for (got, body) in &answers {
+        assert_eq!(got, status, "the attack was not stopped: {body}");
+    }
+    let log = wedge.server().wait_for_log(cause);
+    let lines = log
+        .lines()
+        .filter(|line| line.contains("app `hostile`") && line.contains(cause))
+        .count();
+    assert!(
+        lines >= answers.len(),
+        "{lines} log lines for {} attacks:\n{log}",
+        answers.len()
+    );
+    let faults = wedge.samples().get(
+        "wedge_guest_faults_total",
+        &[("app", "hostile"), ("kind", kind)],
+    );
+    assert!(
+        faults >= answers.len() as f64,
+        "{faults} {kind} faults counted"
+    );
+    assert!(
+        neighbour.iter().all(|status| status == "200"),
+        "the neighbour was hurt: {neighbour:?}"
+    );
+    assert!(
+        growth < bound,
+        "wedge's RSS peaked {} MiB above where it was (bound {} MiB)",
+        growth / MIB,
+        bound / MIB
+    );
+    // The instance's host memory went with it: the app serves on.
+    assert_eq!(get(wedge, "/hello"), ("200".into(), "hello\n".into()));
+}
+
+/// The hoarders' limits: CPU time to spare (a debug build's host calls are slow),
+/// so that only the host-memory budget can stop them.
+const HOSTILE_LIMITS: &str = "host_memory = \"8MiB\"\ncpu_time = \"20s\"\nwall_time = \"60s\"\n";
+
+#[test]
+fn hoarded_fields_are_stopped_at_the_host_memory_budget() {
+    let wedge = serve(HOSTILE_LIMITS);
+    // 2,000 fields of 100 KiB: 200 MiB unless the budget stops it.
+    let outcome = attack(&wedge, "/fields-hoard?kib=100&max=2000", 3);
+    let cause = "host memory limit of 8MiB exceeded";
+    assert_stopped(
+        &wedge,
+        outcome,
+        "500",
+        cause,
+        "host_memory",
+        3 * BUDGET + MARGIN,
+    );
+}
+
+#[test]
+fn hoarded_fields_on_a_reused_instance_are_stopped_too() {
+    let limits = format!("{HOSTILE_LIMITS}instance_reuse = 10\n");
+    let wedge = serve(&limits);
+    let outcome = attack(&wedge, "/fields-hoard?kib=100&max=2000", 1);
+    let cause = "host memory limit of 8MiB exceeded";
+    assert_stopped(
+        &wedge,
+        outcome,
+        "500",
+        cause,
+        "host_memory",
+        BUDGET + MARGIN,
+    );
+}
+
+#[test]
+fn hoarded_body_buffers_are_stopped_at_the_host_memory_budget() {
+    let wedge = serve(HOSTILE_LIMITS);
+    // 2,000 responses whose body streams each hold what the host accepts at once.
+    let outcome = attack(&wedge, "/body-hoard?max=2000", 2);
+    let cause = "host memory limit of 8MiB exceeded";
+    assert_stopped(
+        &wedge,
+        outcome,
+        "500",
+        cause,
+        "host_memory",
+        2 * BUDGET + MARGIN,
+    );
+}
+
+#[test]
+fn hoarded_half_lines_of_stdout_are_stopped_at_the_host_memory_budget() {
+    let wedge = serve(HOSTILE_LIMITS);
+    // 5,000 stdout streams, each holding a 4,000-byte line without its newline.
+    let outcome = attack(&wedge, "/stdout-hoard?max=5000", 2);
+    let cause = "host memory limit of 8MiB exceeded";
+    assert_stopped(
+        &wedge,
+        outcome,
+        "500",
+        cause,
+        "host_memory",
+        2 * BUDGET + MARGIN,
+    );
+}
+
+#[test]
+fn hoarded_resources_are_stopped_at_max_resources() {
+    let limits = format!("{HOSTILE_LIMITS}max_resources = 1000\n");
+    let wedge = serve(&limits);
+    let outcome = attack(&wedge, "/resource-hoard?max=50000", 2);
+    let cause = "more than 1000 resources";
+    assert_stopped(
+        &wedge,
+        outcome,
+        "500",
+        cause,
+        "host_memory",
+        2 * BUDGET + MARGIN,
+    );
+}
+
+#[test]
+fn a_guest_spinning_in_host_calls_is_stopped_at_its_cpu_time() {
+    let wedge = serve("cpu_time = \"200ms\"\nwall_time = \"10s\"\n");
+    // Each round builds and drops a 100 KiB field: host work, no guest compute.
+    let outcome = attack(&wedge, "/host-spin?kib=100&max=10000000", 2);
+    let cause = "CPU time limit of 200ms exceeded";
+    assert_stopped(
+        &wedge,
+        outcome,
+        "504",
+        cause,
+        "cpu_timeout",
+        2 * BUDGET + MARGIN,
+    );
+}
+
+#[test]
+fn huge_random_lists_are_refused_within_the_host_memory_budget() {
+    let wedge = serve(HOSTILE_LIMITS);
+    // Twenty lists of 64 MiB, each dropped by the guest at once.
+    let outcome = attack(&wedge, "/random-hoard?max=20", 1);
+    let cause = "exceeds limit 8388608";
+    assert_stopped(&wedge, outcome, "500", cause, "trap", BUDGET + MARGIN);
+}
