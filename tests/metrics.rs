@@ -83,6 +83,7 @@ async fn requests_faults_refusals_and_connections_are_counted_per_app_and_protoc
         max_concurrent: 0,
         queue: 0,
         queue_timeout: Duration::from_secs(1),
+        ..AdmissionLimits::default()
     };
     let site = Site::new(
         Directory::new(vec![

@@ -189,6 +189,47 @@ fn a_client_that_leaves_does_not_free_the_slot_of_its_running_request() {
 }
 
 #[test]
+fn a_client_resetting_its_requests_holds_no_more_than_its_share_of_the_slots() {
+    // Four slots; a connection may leave two abandoned requests running.
+    let limits = "max_concurrent = 4\nqueue_timeout = \"1s\"\nmax_abandoned_per_connection = 2";
+    let wedge = Metered::start(&[app("probe", "p3_probe", "/probe", limits)]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut attacker = h2c(wedge.server()).await;
+        for k in 1..=2 {
+            // Parked at a barrier that never fills (its body read to the end), then
+            // reset: the guest runs on, holding its slot.
+            let request = http::Request::post("http://localhost/probe/barrier?n=99")
+                .body(())
+                .unwrap();
+            let (response, mut body) = attacker.send_request(request, false).unwrap();
+            wedge
+                .server()
+                .wait_for_log(&format!("p3-probe: arrived {k}\n"));
+            body.send_data(bytes::Bytes::new(), true).unwrap();
+            body.send_reset(h2::Reason::CANCEL);
+            drop(response);
+        }
+        // The third is refused at once (frames of one connection are taken in order:
+        // the resets before it); on a server without the bound it would park too.
+        let third = send(&mut attacker, "/probe/barrier?n=99");
+        let (status, text) =
+            tokio::time::timeout(std::time::Duration::from_secs(30), answer(third))
+                .await
+                .expect("the third request was let in");
+        assert_eq!(status, 503, "{text}");
+        assert!(text.contains("abandoned"), "{text}");
+        // Another client is served: two slots are still free.
+        let mut neighbour = h2c(wedge.server()).await;
+        let (status, text) = answer(send(&mut neighbour, "/probe/count")).await;
+        assert_eq!(
+            status, 200,
+            "the resetting client took the app's slots: {text}"
+        );
+    });
+}
+
+#[test]
 fn an_expired_request_keeps_its_slot_until_its_instance_is_gone_which_is_at_once() {
     // One instance in the whole pool: a request let in while an expired request's
     // guest still runs on its instance would find no room for an instance of its

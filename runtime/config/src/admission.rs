@@ -9,6 +9,9 @@ pub const DEFAULT_MAX_CONCURRENT: usize = 100;
 pub const DEFAULT_QUEUE: usize = 1000;
 /// Default time a request waits for an instance before it is refused.
 pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default requests one client connection may have abandoned (reset, or closed the
+/// connection) while their guest code still holds an instance of the app.
+pub const DEFAULT_MAX_ABANDONED_PER_CONNECTION: usize = 8;
 
 /// How many requests of one app run and wait.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +22,11 @@ pub struct AdmissionLimits {
     pub queue: usize,
     /// How long a request may wait for an instance.
     pub queue_timeout: Duration,
+    /// Requests of one client connection that its client abandoned while their guest
+    /// code still runs on a reused instance (holding a slot: wasmtime cannot stop one
+    /// request's task in a shared instance); past it, that connection's next requests
+    /// to the app are refused until they are done.
+    pub max_abandoned_per_connection: usize,
 }
 
 impl Default for AdmissionLimits {
@@ -27,6 +35,7 @@ impl Default for AdmissionLimits {
             max_concurrent: DEFAULT_MAX_CONCURRENT,
             queue: DEFAULT_QUEUE,
             queue_timeout: DEFAULT_QUEUE_TIMEOUT,
+            max_abandoned_per_connection: DEFAULT_MAX_ABANDONED_PER_CONNECTION,
         }
     }
 }

@@ -403,6 +403,9 @@ fn limits(doc: &mut Doc, field: Option<Field>) -> (Limits, AdmissionLimits, Outb
         queue_timeout: take("queue_timeout")
             .and_then(|f| f.duration(doc))
             .unwrap_or(admission.queue_timeout),
+        max_abandoned_per_connection: take("max_abandoned_per_connection")
+            .and_then(|f| f.count(doc, 1))
+            .unwrap_or(admission.max_abandoned_per_connection),
     };
     let outbound = Outbound {
         max_concurrent: take("outbound_max_concurrent")

@@ -54,6 +54,7 @@ max_resources = 500
 max_concurrent = 8
 queue = 0
 queue_timeout = "2s"
+max_abandoned_per_connection = 3
 outbound_max_concurrent = 4
 outbound_connect_timeout = "1s"
 instance_reuse = 50
@@ -105,6 +106,7 @@ MODE = "prod"
             max_concurrent: 8,
             queue: 0,
             queue_timeout: Duration::from_secs(2),
+            max_abandoned_per_connection: 3,
         },
         outbound: Outbound {
             allow: vec![
@@ -220,7 +222,7 @@ fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
         ),
         (
             "limits.cpu = \"1s\"",
-            "wedge.toml:5: app[0].limits.cpu: unknown key `cpu`; known keys: memory, cpu_time, wall_time, max_body, host_memory, max_resources, instance_reuse, instance_concurrency, instance_idle, max_concurrent, queue, queue_timeout, outbound_max_concurrent, outbound_connect_timeout",
+            "wedge.toml:5: app[0].limits.cpu: unknown key `cpu`; known keys: memory, cpu_time, wall_time, max_body, host_memory, max_resources, instance_reuse, instance_concurrency, instance_idle, max_concurrent, queue, queue_timeout, max_abandoned_per_connection, outbound_max_concurrent, outbound_connect_timeout",
         ),
         ("limits = 5", "wedge.toml:5: app[0].limits: must be a table"),
         (

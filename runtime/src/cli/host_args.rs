@@ -67,6 +67,13 @@ pub struct HostArgs {
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     queue_timeout: Duration,
 
+    /// Requests of one client connection that the client abandoned (reset) while
+    /// their guest code still runs on a reused instance; past it, the connection's
+    /// next requests to the app get 503 until they are done.
+    #[arg(long, default_value_t = admission::DEFAULT_MAX_ABANDONED_PER_CONNECTION,
+          value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
+    max_abandoned_per_connection: usize,
+
     /// Requests one instance serves before it is replaced [default: 1 for a p2
     /// component (a fresh instance per request), 128 for p3]. Above 1, an
     /// instance's memory carries over between requests of the app.
@@ -145,6 +152,7 @@ impl HostArgs {
             max_concurrent: self.max_concurrent,
             queue: self.queue,
             queue_timeout: self.queue_timeout,
+            max_abandoned_per_connection: self.max_abandoned_per_connection,
         }
     }
 

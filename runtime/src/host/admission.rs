@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub use wedge_config::admission::{
-    AdmissionLimits, DEFAULT_MAX_CONCURRENT, DEFAULT_QUEUE, DEFAULT_QUEUE_TIMEOUT,
+    AdmissionLimits, DEFAULT_MAX_ABANDONED_PER_CONNECTION, DEFAULT_MAX_CONCURRENT, DEFAULT_QUEUE,
+    DEFAULT_QUEUE_TIMEOUT,
 };
 
 /// Why a request was not admitted.
@@ -18,6 +19,9 @@ pub enum Refused {
     QueueFull,
     /// No instance came free within `queue_timeout`.
     TimedOut,
+    /// The request's connection already holds `max_abandoned_per_connection`
+    /// requests its client abandoned whose guest code still runs.
+    Abandoned,
 }
 
 /// One app's slots and queue, shared by all versions of the app (a reload does not
@@ -83,6 +87,38 @@ impl Admission {
     }
 }
 
+/// The requests of one client connection that the client abandoned (reset the
+/// stream, closed the connection) while their guest code still holds an instance
+/// slot: wasmtime cannot stop one request's task inside an instance that serves
+/// several, so the slot stays taken until the guest is done with it. Counted per
+/// connection so that a client cannot take an app's slots by sending requests and
+/// resetting them (a reset stream no longer counts against HTTP/2's stream limit).
+#[derive(Clone, Default, Debug)]
+pub struct Abandoned(Arc<AtomicUsize>);
+
+impl Abandoned {
+    /// Abandoned requests of this connection still running.
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Counts one more abandoned request until the mark is dropped.
+    pub(crate) fn mark(&self) -> AbandonedMark {
+        self.0.fetch_add(1, Ordering::AcqRel);
+        AbandonedMark(self.0.clone())
+    }
+}
+
+/// One abandoned request, counted until its guest is done with its slot.
+#[derive(Debug)]
+pub(crate) struct AbandonedMark(Arc<AtomicUsize>);
+
+impl Drop for AbandonedMark {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// One request's place in the queue count, given back when dropped.
 struct Waiting<'a>(&'a AtomicUsize);
 
@@ -110,7 +146,19 @@ mod tests {
             max_concurrent,
             queue,
             queue_timeout: Duration::from_secs(3600),
+            ..AdmissionLimits::default()
         })
+    }
+
+    #[test]
+    fn an_abandoned_request_counts_until_its_mark_is_dropped() {
+        let connection = Abandoned::default();
+        let first = connection.mark();
+        let second = connection.clone().mark();
+        assert_eq!(connection.count(), 2);
+        drop(first);
+        drop(second);
+        assert_eq!(connection.count(), 0);
     }
 
     #[tokio::test]
@@ -166,6 +214,7 @@ mod tests {
             max_concurrent: 1,
             queue: 10,
             queue_timeout: Duration::from_secs(1),
+            ..AdmissionLimits::default()
         });
         let _held = admission.enter().await.unwrap();
         // Paused time: the timeout fires when the runtime has nothing else to do.

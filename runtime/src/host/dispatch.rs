@@ -18,7 +18,7 @@ use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use wasmtime_wasi_http::p2::types::{HostIncomingRequest, HostResponseOutparam};
 
-use super::admission::Refused;
+use super::admission::{Abandoned, Refused};
 use super::app::App;
 use super::body::{First, GuestBody, LimitedBody, Outcome, ResponseBody, delivered, first};
 use super::fault::Fault;
@@ -58,10 +58,12 @@ pub enum RequestScheme {
 impl App {
     /// Runs the app's handler for one request: in a fresh instance, or in a
     /// reused one when the app reuses instances.
+    /// `connection`: the requests the client connection abandoned that still run.
     pub async fn handle<B>(
         self: &Arc<Self>,
         request: Request<B>,
         scheme: RequestScheme,
+        connection: &Abandoned,
     ) -> Response<ResponseBody>
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
@@ -72,6 +74,12 @@ impl App {
         {
             return too_large(self.limits.max_body);
         }
+        // Only a reused instance keeps running a request its client abandoned: a
+        // fresh one is stopped with the call.
+        let reuses = self.reuses_instances();
+        if reuses && connection.count() >= self.admission.limits().max_abandoned_per_connection {
+            return self.busy(Refused::Abandoned);
+        }
         let slot = match self.admission.enter().await {
             Ok(slot) => slot,
             Err(refused) => return self.busy(refused),
@@ -80,9 +88,9 @@ impl App {
         let (body, body_exceeded) =
             LimitedBody::new(body, self.limits.max_body, self.metrics.clone());
         let request = Request::from_parts(parts, body);
-        if self.reuses_instances() {
+        if reuses {
             return self
-                .handle_reused(request, scheme, slot, body_exceeded)
+                .handle_reused(request, scheme, slot, body_exceeded, connection)
                 .await;
         }
 
@@ -186,20 +194,28 @@ impl App {
         let why = match refused {
             Refused::QueueFull => format!("{} requests already wait", limits.queue),
             Refused::TimedOut => format!("none came free within {:?}", limits.queue_timeout),
+            Refused::Abandoned => {
+                // The client's doing, as often as it likes: not worth a line each.
+                tracing::debug!(
+                    "app `{}`: request refused: its connection abandoned {} requests \
+                     still running (max_abandoned_per_connection)",
+                    self.name,
+                    limits.max_abandoned_per_connection
+                );
+                let text = "503 Service Unavailable: this connection abandoned too many \
+                            requests that still run; retry later\n";
+                return retry_later(plain(StatusCode::SERVICE_UNAVAILABLE, text.into()));
+            }
         };
         tracing::warn!(
             "app `{}`: request refused: all {} instances busy and {why}",
             self.name,
             limits.max_concurrent
         );
-        let mut response = plain(
+        retry_later(plain(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("503 Service Unavailable: the app is busy ({why}); retry later\n"),
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
-        response
+        ))
     }
 
     /// The fault of a call that ended without a response. Faults of the call
@@ -231,17 +247,13 @@ impl App {
         let status = fault.status();
         let reason = status.canonical_reason().unwrap_or("error");
         if *fault == Fault::PoolExhausted {
-            let mut response = plain(
+            return retry_later(plain(
                 status,
                 format!(
                     "{} {reason}: the host is busy; retry later\n",
                     status.as_u16()
                 ),
-            );
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
-            return response;
+            ));
         }
         plain(
             status,
@@ -316,6 +328,14 @@ pub(super) fn too_large(limit: u64) -> Response<ResponseBody> {
         StatusCode::PAYLOAD_TOO_LARGE,
         format!("413 Payload Too Large: the request body limit is {limit} bytes\n"),
     )
+}
+
+/// `Retry-After: 1`: tells clients to back off rather than retry at once.
+fn retry_later(mut response: Response<ResponseBody>) -> Response<ResponseBody> {
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+    response
 }
 
 /// A response wedge writes itself.

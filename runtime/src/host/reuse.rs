@@ -40,7 +40,7 @@ use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode as P2ErrorCode;
 use wasmtime_wasi_http::p3::bindings::http::types::ErrorCode as P3ErrorCode;
 use wasmtime_wasi_http::{WasiBody, WasiHttpView};
 
-use super::admission::Slot;
+use super::admission::{Abandoned, AbandonedMark, Slot};
 use super::app::App;
 use super::body::{BodyError, LimitedBody, OverLimit, ResponseBody};
 use super::dispatch::{RequestScheme, plain, too_large};
@@ -83,6 +83,7 @@ impl App {
         scheme: RequestScheme,
         slot: Slot,
         over_limit: OverLimit<B>,
+        connection: &Abandoned,
     ) -> Response<ResponseBody>
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
@@ -101,12 +102,20 @@ impl App {
         let claim = Arc::new(Claim {
             _slot: slot,
             instance: OnceLock::new(),
+            abandoned: OnceLock::new(),
         });
         let (verdict_tx, verdict) = oneshot::channel();
         let ticket = Ticket {
             deadline,
             claim: claim.clone(),
             verdict: verdict_tx,
+        };
+        // Dropped before the response is done (the client left): the request counts
+        // against its connection for as long as its guest still holds the claim.
+        let mut caller = Caller {
+            claim,
+            connection: connection.clone(),
+            done: false,
         };
         let handled = timeout_at(deadline, self.workers.handler(self).handle(ticket, request));
         let fault = match handled.await {
@@ -115,7 +124,7 @@ impl App {
                 return response.map(|body| {
                     ResponseBody::Reused(ReusedBody {
                         inner: body,
-                        claim,
+                        caller,
                         app: self.clone(),
                         deadline: Box::pin(sleep_until(deadline)),
                         expired: false,
@@ -126,9 +135,12 @@ impl App {
             // Not even a worker's expiry answered: the request never got an instance.
             Err(_) => Fault::WallTime {
                 limit: self.limits.wall_time,
-                started: claim.instance.get().is_some(),
+                started: caller.claim.instance.get().is_some(),
             },
         };
+        // Answered (with its fault): whatever still holds the claim is not the
+        // client's doing.
+        caller.done = true;
         self.report(&fault);
         self.fault_response(&fault, over_limit.get())
     }
@@ -227,6 +239,27 @@ struct Claim {
     _slot: Slot,
     /// The instance that took the request: set once, by its worker.
     instance: OnceLock<Arc<Shared>>,
+    /// Set once the client abandoned the request while its guest held the claim:
+    /// counts against the client's connection until the claim is released.
+    abandoned: OnceLock<AbandonedMark>,
+}
+
+/// The caller's hold on a request's claim: its handler future, then its response
+/// body. Dropped before the response is done while anyone else still holds the
+/// claim (the guest runs on), it counts the request as abandoned by its connection.
+struct Caller {
+    claim: Arc<Claim>,
+    connection: Abandoned,
+    /// The response is done (its body ended, or a fault answered it).
+    done: bool,
+}
+
+impl Drop for Caller {
+    fn drop(&mut self) {
+        if !self.done && Arc::strong_count(&self.claim) > 1 {
+            let _ = self.claim.abandoned.set(self.connection.mark());
+        }
+    }
 }
 
 impl Drop for Claim {
@@ -541,7 +574,7 @@ impl WorkerExpiration for Expiry {
 /// would let a body stream forever. The claim is held until the body is done.
 pub struct ReusedBody {
     inner: WasiBody,
-    claim: Arc<Claim>,
+    caller: Caller,
     app: Arc<App>,
     deadline: Pin<Box<Sleep>>,
     expired: bool,
@@ -549,7 +582,8 @@ pub struct ReusedBody {
 
 impl ReusedBody {
     fn failure(&self) -> Option<Fault> {
-        self.claim
+        self.caller
+            .claim
             .instance
             .get()
             .and_then(|shared| shared.failure())
@@ -558,6 +592,7 @@ impl ReusedBody {
     /// Ends the body at its deadline, as a fault of this request.
     fn expire(&mut self) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         self.expired = true;
+        self.caller.done = true;
         let fault = Fault::WallTime {
             limit: self.app.limits.wall_time,
             started: true,
@@ -591,6 +626,7 @@ impl Body for ReusedBody {
                 return this.expire();
             }
         };
+        this.caller.done = true;
         // An end or an error after the instance failed is the failure's doing.
         match (this.failure(), ended) {
             (Some(fault), _) => {
@@ -608,5 +644,14 @@ impl Body for ReusedBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+impl Drop for ReusedBody {
+    fn drop(&mut self) {
+        // An engine that saw the end through `is_end_stream` polls no more.
+        if self.is_end_stream() {
+            self.caller.done = true;
+        }
     }
 }

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body;
 
+use super::admission::Abandoned;
 use super::app::App;
 use super::body::ResponseBody;
 use super::build_failure::BuildFailure;
@@ -62,13 +63,14 @@ impl Serving {
         self,
         request: Request<B>,
         scheme: RequestScheme,
+        connection: &Abandoned,
     ) -> Response<ResponseBody>
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<wasmtime_wasi_http::Error>,
     {
         match self {
-            Serving::App(app) => app.handle(request, scheme).await,
+            Serving::App(app) => app.handle(request, scheme, connection).await,
             Serving::BuildFailed(failure) => failure.response(request.headers()),
         }
     }

@@ -10,6 +10,7 @@ use http_body::Body;
 use super::access_log::AccessLog;
 use super::response_hook::ResponseHook;
 use super::tally::{TalliedBody, Tally};
+use crate::host::admission::Abandoned;
 use crate::host::{RequestScheme, ResponseBody, Site, plain};
 use crate::metrics::{CloseReason, Metrics, Open, Protocol, WorkerMetrics};
 
@@ -22,6 +23,9 @@ pub struct Frontend {
     metrics: Option<Arc<Metrics>>,
     /// The worker serving this listener's connections, when counting.
     worker: Option<WorkerMetrics>,
+    /// The requests this frontend's connection abandoned that still run (one
+    /// connection's: see [`Frontend::for_connection`]).
+    abandoned: Abandoned,
 }
 
 impl Frontend {
@@ -32,6 +36,16 @@ impl Frontend {
             access_log,
             metrics: None,
             worker: None,
+            abandoned: Abandoned::default(),
+        }
+    }
+
+    /// The same way to the apps for one new connection, which counts the requests
+    /// its client abandons on its own.
+    pub fn for_connection(&self) -> Self {
+        Frontend {
+            abandoned: Abandoned::default(),
+            ..self.clone()
         }
     }
 
@@ -107,7 +121,7 @@ impl Frontend {
         if let Some(tally) = &mut tally {
             tally.set_app(&tenant, &serving);
         }
-        let response = serving.handle(request, scheme).await;
+        let response = serving.handle(request, scheme, &self.abandoned).await;
         self.finish(response, tally)
     }
 

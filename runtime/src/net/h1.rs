@@ -36,6 +36,7 @@ pub async fn serve<IO>(
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let frontend = frontend.for_connection();
     let counted = frontend.clone();
     let service = service_fn(move |request: hyper::Request<Incoming>| {
         let frontend = frontend.clone();

@@ -50,7 +50,7 @@ pub async fn serve<IO>(
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let stats = Arc::new(ConnStats::default());
-    let handler = AppHandler::new(frontend.clone(), scheme, http::Version::HTTP_2);
+    let handler = AppHandler::new(frontend.for_connection(), scheme, http::Version::HTTP_2);
     if let Some(reason) = run(io, handler, shutdown, config, stats).await {
         frontend.closed(reason);
     }
