@@ -14,6 +14,7 @@ mod support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
+use std::time::Instant;
 
 use metered::{Metered, app};
 use support::curl;
@@ -65,14 +66,14 @@ fn serve(limits: &str) -> Metered {
     wedge
 }
 
-/// Runs `attacks` requests to `path` at once while the neighbour is asked again
-/// and again; returns the attacks' answers, the neighbour's answers, and how far
+/// What an attack left: the attacks' answers, the neighbour's answers, and how far
 /// wedge's RSS peaked above where it was before.
-fn attack(
-    wedge: &Metered,
-    path: &str,
-    attacks: usize,
-) -> (Vec<(String, String)>, Vec<String>, u64) {
+type Outcome = (Vec<(String, String)>, Vec<String>, u64);
+
+/// Runs `attacks` requests to `path` at once while the neighbour is asked again
+/// and again. Prints what RELIABILITY.md's table shows (RSS, the neighbour's
+/// latency: figures, not assertions).
+fn attack(wedge: &Metered, path: &str, attacks: usize) -> Outcome {
     let pid = wedge.server().pid();
     reset_peak_rss(pid);
     let before = proc_status_bytes(pid, "VmRSS");
@@ -80,10 +81,20 @@ fn attack(
     let (answers, neighbour) = thread::scope(|scope| {
         let neighbour = scope.spawn(|| {
             let mut answers = Vec::new();
+            let mut latencies = Vec::new();
             // At least one answer, while the attack lasts (bounded by its wall time).
             while answers.is_empty() || (!done.load(Ordering::Acquire) && answers.len() < 10_000) {
+                let sent = Instant::now();
                 answers.push(get(wedge, "/n").0);
+                latencies.push(sent.elapsed());
             }
+            latencies.sort();
+            let median = latencies[latencies.len() / 2];
+            let max = latencies[latencies.len() - 1];
+            eprintln!(
+                "{path} x{attacks}: neighbour answered {} times, median {median:?}, max {max:?}",
+                answers.len()
+            );
             answers
         });
         let attackers: Vec<_> = (0..attacks)
@@ -94,14 +105,21 @@ fn attack(
         (answers, neighbour.join().unwrap())
     });
     let peak = proc_status_bytes(pid, "VmHWM");
-    (answers, neighbour, peak.saturating_sub(before))
+    let growth = peak.saturating_sub(before);
+    eprintln!(
+        "{path} x{attacks}: {:?}; RSS {} MiB before, peak +{:.1} MiB",
+        answers.iter().map(|(status, _)| status).collect::<Vec<_>>(),
+        before / MIB,
+        growth as f64 / MIB as f64
+    );
+    (answers, neighbour, growth)
 }
 
 /// Asserts the attack was stopped as the guest's `kind` fault with `status`, logged
 /// with `cause`, within `bound` of RSS growth, the neighbour always answering.
 fn assert_stopped(
     wedge: &Metered,
-    (answers, neighbour, growth): (Vec<(String, String)>, Vec<String>, u64),
+    (answers, neighbour, growth): Outcome,
     status: &str,
     cause: &str,
     kind: &str,
