@@ -13,7 +13,7 @@ use h2_support::{client_with, get, read_body};
 use support::{Server, example};
 use tokio::net::TcpStream;
 use wedge_proto::h2::ErrorCode;
-use wedge_proto::h2::frame::Setting;
+use wedge_proto::h2::frame::{FrameType, Setting};
 
 /// A server under attack, kept alive while the test runs.
 struct Target {
@@ -247,4 +247,65 @@ async fn a_trapping_guest_costs_its_stream_nothing_else() {
     assert_eq!(trap.await.unwrap().status(), 500);
     let (ok, _) = client.send_request(get("/stdout"), true).unwrap();
     assert_eq!(ok.await.unwrap().status(), 200);
+}
+
+/// DESIGN 4.6, streams die with their request: a response stalled on a window the
+/// client never opens is reset when its request's wall time is up, whether its guest
+/// still writes (`stream`, blocked on a full stream) or has finished (`hello`, its
+/// last octets waiting), on fresh and reused instances; the stream's state is freed
+/// (with one stream allowed, the next request is served).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_stalled_past_its_wall_time_is_reset() {
+    let cases: [(&str, &[&str]); 4] = [
+        ("stream", &[]),
+        ("hello", &[]),
+        ("stream", &["--instance-reuse", "4"]),
+        ("hello_p3", &[]),
+    ];
+    for (name, extra) in cases {
+        let mut args = vec![
+            "--no-tls",
+            "--wall-time",
+            "1s",
+            // Only the wall time may end the stalled stream, not the engine's own
+            // zero-window defence.
+            "--h2-zero-window-timeout",
+            "300s",
+            "--h2-max-concurrent-streams",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        let server = tokio::task::spawn_blocking(move || Server::start(&example(name), &args))
+            .await
+            .unwrap();
+        let addr: SocketAddr = server.authority().parse().unwrap();
+        let mut raw = Raw::new(TcpStream::connect(addr).await.unwrap());
+        // One octet of window per stream, never opened further.
+        raw.settings(&[Setting::InitialWindowSize(1)]).get(1, "/");
+        raw.flush().await;
+        // Heads are decoded as they come (HPACK is connection state).
+        let code = loop {
+            let frame = raw.next().await.expect("the connection stays open");
+            assert_ne!(frame.kind, FrameType::GoAway as u8, "{name}: {frame:?}");
+            if frame.kind == FrameType::Headers as u8 {
+                assert_eq!(raw.status(&frame), "200", "{name} {extra:?}");
+            }
+            if frame.kind == FrameType::RstStream as u8 && frame.stream == 1 {
+                break frame.code();
+            }
+        };
+        assert_eq!(code, ErrorCode::InternalError, "{name} {extra:?}");
+        // The window opened for good: the stream slot is free again.
+        raw.settings(&[Setting::InitialWindowSize(1 << 20)])
+            .get(3, "/");
+        raw.flush().await;
+        loop {
+            let frame = raw.next().await.expect("the connection stays open");
+            assert_ne!(frame.kind, FrameType::RstStream as u8, "{name}: {frame:?}");
+            if frame.kind == FrameType::Headers as u8 && frame.stream == 3 {
+                assert_eq!(raw.status(&frame), "200", "{name} {extra:?}");
+                break;
+            }
+        }
+    }
 }

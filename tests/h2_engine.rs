@@ -22,7 +22,7 @@ use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio::sync::{oneshot, watch};
 use wedge::host::ResponseBody;
-use wedge::net::h2::{BodyGone, ConnStats, H2Config, Handler, RequestBody};
+use wedge::net::h2::{BodyGone, ConnStats, H2Config, Handler, RequestBody, ResponseStream};
 use wedge_proto::h2::conn::RequestHead;
 use wedge_proto::h2::frame::flags;
 
@@ -386,6 +386,8 @@ struct ChunkByChunk {
 
 static KIB: [u8; 1024] = [b't'; 1024];
 
+impl ResponseStream for ChunkByChunk {}
+
 impl http_body::Body for ChunkByChunk {
     type Data = Bytes;
     type Error = std::convert::Infallible;
@@ -448,6 +450,8 @@ fn a_warm_connection_streams_chunk_by_chunk_without_allocating() {
 /// A response body fed by a producer task through a one-slot channel, as wasmtime feeds
 /// a guest's body.
 struct ChannelBody(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl ResponseStream for ChannelBody {}
 
 impl http_body::Body for ChannelBody {
     type Data = Bytes;
@@ -533,6 +537,8 @@ enum Endless {
     Forever,
     Done(Option<Bytes>),
 }
+
+impl ResponseStream for Endless {}
 
 impl http_body::Body for Endless {
     type Data = Bytes;
@@ -917,6 +923,8 @@ async fn tiny_data_frames_to_a_handler_that_never_reads_pin_no_read_buffers() {
 
 /// A body whose end is only seen by polling it (as a guest's): `is_end_stream` stays false.
 struct EndsWhenPolled(Option<Bytes>);
+
+impl ResponseStream for EndsWhenPolled {}
 
 impl http_body::Body for EndsWhenPolled {
     type Data = Bytes;

@@ -238,3 +238,39 @@ async fn a_body_past_max_body_that_arrived_before_the_head_gets_413() {
         );
     }
 }
+
+/// DESIGN 4.6, streams die with their request: a response stalled on a stream window
+/// the client never opens is reset (H3_INTERNAL_ERROR) when its request's wall time is
+/// up, whether its guest still writes (`stream`) or has finished (`hello`, its head
+/// and body waiting on a 16-octet window), on fresh and reused instances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_stalled_past_its_wall_time_is_reset() {
+    let cases: [(&str, &[&str], u32); 4] = [
+        ("stream", &[], 1024),
+        ("hello", &[], 16),
+        ("stream", &["--instance-reuse", "4"], 1024),
+        ("hello_p3", &[], 16),
+    ];
+    for (name, extra, window) in cases {
+        // Only the wall time may end the stalled stream, not the engine's own
+        // zero-window defence.
+        let mut args = vec!["--wall-time", "1s", "--h3-zero-window-timeout", "300s"];
+        args.extend_from_slice(extra);
+        let server = start(name, &args);
+        let quic = server.connect_quic_with(Some(window)).await;
+        let (mut send, mut recv) = quic.open_bi().await.unwrap();
+        send.write_all(&headers(&section(false, "/", None)))
+            .await
+            .unwrap();
+        send.finish().unwrap();
+        // Never read (reading would grant credit): wait for the reset itself.
+        let reset = tokio::time::timeout(Duration::from_secs(60), recv.received_reset())
+            .await
+            .expect("the stalled response was never reset");
+        assert_eq!(
+            reset.unwrap().map(|code| code.into_inner()),
+            Some(0x102),
+            "H3_INTERNAL_ERROR: {name} {extra:?}"
+        );
+    }
+}

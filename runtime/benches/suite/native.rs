@@ -24,7 +24,7 @@ use bytes::Bytes;
 use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use wedge::net::h2::{ConnStats, H2Config, Handler, RequestBody};
+use wedge::net::h2::{ConnStats, H2Config, Handler, RequestBody, ResponseStream};
 use wedge_proto::h2::conn::RequestHead;
 
 /// The engines `suite serve` runs.
@@ -92,6 +92,9 @@ impl<B> Reply<B> {
         }
     }
 }
+
+/// The native handler's bodies end only by themselves.
+impl ResponseStream for Reply<RequestBody> {}
 
 impl<B: Body<Data = Bytes> + Unpin> Body for Reply<B> {
     type Data = Bytes;

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::oneshot;
+use tokio::time::{Instant, Sleep, sleep_until};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use super::fault::Fault;
@@ -199,8 +200,15 @@ pub(crate) fn delivered(outcome: OutcomeReceived) -> oneshot::Receiver<Outcome> 
 pub struct GuestBody {
     inner: HyperOutgoingBody,
     outcome: Option<oneshot::Receiver<Outcome>>,
+    /// The outcome, when [`GuestBody::poll_cut_off`] took it before the body's end did.
+    early: Option<OutcomeReceived>,
     trailers: Option<HeaderMap>,
     inner_done: bool,
+    /// The request's wall-time deadline: what is left of the body waits on the peer
+    /// no longer than that.
+    deadline: Instant,
+    /// Armed only once a stalled stream asks.
+    timer: Option<Pin<Box<Sleep>>>,
     /// Kept so that dropping the body (peer gone) stops the guest call.
     call: super::dispatch::CallGuard,
 }
@@ -210,14 +218,44 @@ impl GuestBody {
         inner: HyperOutgoingBody,
         outcome: oneshot::Receiver<Outcome>,
         call: super::dispatch::CallGuard,
+        deadline: Instant,
     ) -> Self {
         GuestBody {
             inner,
             outcome: Some(outcome),
+            early: None,
             trailers: None,
             inner_done: false,
+            deadline,
+            timer: None,
             call,
         }
+    }
+
+    /// Ready once the response cannot complete: the guest call failed (a trap, its
+    /// CPU or wall time, ...), or it succeeded and what is left of its body still
+    /// waits on the peer at the request's deadline. A call still running needs no
+    /// timer of ours: it is bounded by the same deadline and then fails.
+    fn poll_cut_off(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.early.is_none()
+            && let Some(outcome) = &mut self.outcome
+        {
+            self.early = Some(ready!(Pin::new(outcome).poll(cx)));
+        }
+        if !matches!(self.early, None | Some(Ok(Ok(())))) {
+            return Poll::Ready(());
+        }
+        let deadline = self.deadline;
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(sleep_until(deadline)));
+        ready!(timer.as_mut().poll(cx));
+        tracing::debug!(
+            "app `{}`: response cut off: the client took too little of it within the \
+             request's wall time",
+            self.call.app
+        );
+        Poll::Ready(())
     }
 }
 
@@ -225,7 +263,8 @@ impl Drop for GuestBody {
     fn drop(&mut self) {
         // Dropping `call` stops a handler still running with no other trace:
         // say so, once, when the body goes before the call has reported.
-        if let Some(outcome) = &mut self.outcome
+        if self.early.is_none()
+            && let Some(outcome) = &mut self.outcome
             && matches!(outcome.try_recv(), Err(oneshot::error::TryRecvError::Empty))
         {
             tracing::info!(
@@ -260,10 +299,11 @@ impl Body for GuestBody {
                 None => this.inner_done = true,
             }
         }
-        let Some(outcome) = this.outcome.as_mut() else {
-            return Poll::Ready(None);
+        let result = match (this.early.take(), this.outcome.as_mut()) {
+            (_, None) => return Poll::Ready(None),
+            (Some(early), Some(_)) => early,
+            (None, Some(outcome)) => ready!(Pin::new(outcome).poll(cx)),
         };
-        let result = ready!(Pin::new(outcome).poll(cx));
         this.outcome = None;
         match result {
             Ok(Ok(())) => Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t)))),
@@ -290,6 +330,17 @@ pub enum ResponseBody {
 impl ResponseBody {
     pub fn text(text: impl Into<Bytes>) -> Self {
         ResponseBody::Full(Some(text.into()))
+    }
+
+    /// Ready once the response can no longer complete (its request's time is up, or
+    /// its guest failed); asked by an engine whose stream is stalled on the peer's
+    /// flow control, which then resets the stream.
+    pub fn poll_cut_off(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match self {
+            ResponseBody::Full(_) => Poll::Pending,
+            ResponseBody::Guest(body) => body.poll_cut_off(cx),
+            ResponseBody::Reused(body) => body.poll_cut_off(cx),
+        }
     }
 }
 

@@ -108,11 +108,12 @@ impl App {
 
         let (outcome_tx, mut outcome_rx) = oneshot::channel::<Outcome>();
         let app = self.clone();
+        // The call's and its response body's: the body is cut off at the same time.
+        let deadline = Instant::now() + self.limits.wall_time;
         let call = tokio::spawn(async move {
             // The instance holds its slot until the call returned and the store is gone.
             let _slot = slot;
             let _running = app.metrics.instance();
-            let deadline = Instant::now() + app.limits.wall_time;
             let outcome = suspending(run_guest(&app, &mut store, req, outparam, deadline)).await;
             if let Err(fault) = &outcome {
                 app.report(fault);
@@ -137,7 +138,7 @@ impl App {
         };
         match response {
             Ok(Ok(response)) if !body_exceeded.get() => response.map(|body: HyperOutgoingBody| {
-                ResponseBody::Guest(GuestBody::new(body, outcome_rx, call))
+                ResponseBody::Guest(GuestBody::new(body, outcome_rx, call, deadline))
             }),
             Ok(Ok(_)) => too_large(self.limits.max_body),
             Ok(Err(code)) => {

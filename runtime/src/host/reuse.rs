@@ -589,6 +589,23 @@ impl ReusedBody {
             .and_then(|shared| shared.failure())
     }
 
+    /// Ready once the response cannot complete: its instance failed, or its
+    /// deadline passed (counted as this request's wall-time fault).
+    pub(super) fn poll_cut_off(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.expired {
+            return Poll::Ready(());
+        }
+        if let Some(fault) = self.failure() {
+            self.expired = true;
+            self.caller.done = true;
+            self.app.report(&fault);
+            return Poll::Ready(());
+        }
+        ready!(self.deadline.as_mut().poll(cx));
+        let _ = self.expire();
+        Poll::Ready(())
+    }
+
     /// Ends the body at its deadline, as a fault of this request.
     fn expire(&mut self) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         self.expired = true;

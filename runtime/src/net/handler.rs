@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -13,7 +14,7 @@ use wedge_proto::h2;
 use super::frontend::Frontend;
 use super::request_body::RequestBody;
 use super::tally::TalliedBody;
-use crate::host::{RequestScheme, plain};
+use crate::host::{RequestScheme, ResponseBody, plain};
 
 /// A request head as an engine's core decoded it: pseudo-headers and fields.
 pub trait RequestHeadView {
@@ -50,11 +51,33 @@ impl RequestHeadView for wedge_proto::head::RequestHead {
 /// head can serve the next stream at once.
 pub trait Handler<Head = h2::conn::RequestHead>: Send + 'static {
     /// The response body; polled by the connection only while flow credit allows.
-    type Body: Body<Data = Bytes, Error: std::fmt::Display> + Send + Unpin + 'static;
+    type Body: ResponseStream;
     /// The response, polled by the connection's task: one that parks holds up no one.
     type Future: Future<Output = Response<Self::Body>> + Send + Unpin + 'static;
 
     fn call(&self, head: &Head, body: RequestBody) -> Self::Future;
+}
+
+/// A response body whose request can end while the body waits on the peer: its wall
+/// time ran out, or its guest failed. A body the engine can poll shows its own end; one
+/// stalled on flow control is not polled, so while a stream is stalled the engine asks
+/// this instead and resets the stream once it is cut off (DESIGN 4.6: streams die with
+/// their request, however slowly the peer reads).
+pub trait ResponseStream:
+    Body<Data = Bytes, Error: std::fmt::Display> + Send + Unpin + 'static
+{
+    /// Ready once the response can no longer complete. A body that cannot be cut off
+    /// keeps the default, which never is.
+    fn poll_cut_off(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let _ = cx;
+        Poll::Pending
+    }
+}
+
+impl ResponseStream for ResponseBody {
+    fn poll_cut_off(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        ResponseBody::poll_cut_off(self, cx)
+    }
 }
 
 /// Dispatches to a wasm app through the host bridge.

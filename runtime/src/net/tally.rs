@@ -13,6 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::Instant;
 
 use super::access_log::{AccessLog, Ending, Entry};
+use super::handler::ResponseStream;
 use crate::host::{BodyError, ResponseBody, Serving, Tenant};
 use crate::metrics::{AppMetrics, Metrics, Open, Protocol};
 
@@ -141,5 +142,15 @@ impl Body for TalliedBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+impl ResponseStream for TalliedBody {
+    fn poll_cut_off(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let cut_off = self.inner.poll_cut_off(cx);
+        if let (Some(tally), Poll::Ready(())) = (&mut self.tally, cut_off) {
+            tally.ending = Ending::Aborted;
+        }
+        cut_off
     }
 }

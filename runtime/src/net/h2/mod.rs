@@ -25,7 +25,7 @@ use tokio::time::{Instant, Sleep};
 use wedge_proto::h2::conn::{Connection, Event};
 use wedge_proto::h2::{ErrorCode, StreamId};
 
-pub use crate::net::handler::{AppHandler, Handler};
+pub use crate::net::handler::{AppHandler, Handler, ResponseStream};
 pub use crate::net::request_body::{BodyGone, ConnStats, RequestBody};
 pub use config::H2Config;
 

@@ -7,11 +7,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
-use http_body::Body;
 use wedge_proto::h2::conn::Connection;
 use wedge_proto::h2::{ErrorCode, StreamId};
 
 use super::write_queue::{TurnWaiter, WriteQueue};
+use crate::net::handler::ResponseStream;
 use crate::net::response_fields::fields;
 
 /// Stages the response head; with `end` it is the whole response.
@@ -41,11 +41,7 @@ pub(super) struct Outgoing<B> {
     pub(super) waiter: TurnWaiter,
 }
 
-impl<B> Outgoing<B>
-where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: std::fmt::Display,
-{
+impl<B: ResponseStream> Outgoing<B> {
     pub(super) fn new(body: B) -> Self {
         Outgoing {
             body,
@@ -57,6 +53,27 @@ where
     /// Whether the body waits on flow credit: a zero window, however much is pending.
     pub(super) fn is_stalled(&self, conn: &mut Connection, id: StreamId) -> bool {
         conn.send_credit(id) == 0
+    }
+
+    /// A chunk waits on flow credit: parked, unless the request is over by now (its
+    /// wall time, its guest's failure), which resets the stream however slowly the
+    /// peer grants credit.
+    fn unless_cut_off(
+        &mut self,
+        conn: &mut Connection,
+        id: StreamId,
+        queue: &mut WriteQueue,
+        cx: &mut Context<'_>,
+    ) -> Progress {
+        if self.body.poll_cut_off(cx).is_pending() {
+            return Progress::Parked;
+        }
+        tracing::debug!(
+            "stream {}: the request ended while its response waited on credit",
+            id.get()
+        );
+        conn.reset(id, ErrorCode::InternalError, queue.stage());
+        Progress::Done
     }
 
     /// Moves as much of the body as credit and the turn allow into the write queue.
@@ -76,7 +93,7 @@ where
                     return Progress::Done;
                 }
                 if !self.pending.is_empty() {
-                    return Progress::Parked;
+                    return self.unless_cut_off(conn, id, queue, cx);
                 }
                 // Nothing pending: the body is still looked at, so that its end (or its
                 // trailers), which needs no credit, goes out now. A chunk it gives waits

@@ -656,6 +656,13 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 Ok(true)
             }
             Ok(Poll::Ready(Sent::Failed)) => Ok(true),
+            Ok(Poll::Ready(Sent::CutOff)) => {
+                tracing::debug!(
+                    "h3 stream {id}: the request ended while its response waited on credit"
+                );
+                fail_stream(stream, ErrorCode::InternalError);
+                Ok(true)
+            }
             Err(_) => {
                 tracing::error!("h3 stream {id}: the response body panicked");
                 fail_stream(stream, ErrorCode::InternalError);

@@ -9,11 +9,11 @@ use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, Bytes};
 use http::StatusCode;
-use http_body::Body;
 use quinn::{SendStream, WriteError};
 use wedge_proto::h3::{Connection, ErrorCode, frame};
 
 use super::quic_code;
+use crate::net::handler::ResponseStream;
 use crate::net::response_fields::fields;
 
 /// How a response's writing ended.
@@ -25,12 +25,18 @@ pub(super) enum Sent {
     Stopped,
     /// It failed on our side, or the connection is gone.
     Failed,
+    /// The request ended (its wall time, its guest's failure) while the response
+    /// waited on the client's flow control: the stream is to be reset.
+    CutOff,
 }
 
 /// A response being written to its request stream.
 pub(super) struct Outgoing<B> {
-    /// `None` once the body ended (or for a response with none).
+    /// `None` for a response with none.
     body: Option<B>,
+    /// The body gave its end: what is left to write is staged or pending. The body
+    /// is kept until then, to be asked whether the request is over.
+    ended: bool,
     /// Frame octets quinn has not yet taken: HEADERS, DATA heads, trailers.
     staged: Vec<u8>,
     /// The body chunk whose DATA head is staged, not yet all taken by quinn.
@@ -39,11 +45,7 @@ pub(super) struct Outgoing<B> {
     written: u64,
 }
 
-impl<B> Outgoing<B>
-where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: std::fmt::Display,
-{
+impl<B: ResponseStream> Outgoing<B> {
     /// Stages `response`'s head in `staged` (a pooled, empty buffer). A head larger
     /// than the client takes (its SETTINGS_MAX_FIELD_SECTION_SIZE, RFC 9114 §4.2.2)
     /// becomes a bare 500.
@@ -58,7 +60,8 @@ where
         let mut staged = staged;
         core.send_headers(head(), &mut staged);
         Outgoing {
-            body: (!body.is_end_stream()).then_some(body),
+            ended: body.is_end_stream(),
+            body: Some(body),
             staged,
             pending: Bytes::new(),
             written: 0,
@@ -70,6 +73,7 @@ where
         core.send_headers([(&b":status"[..], status.as_str().as_bytes())], &mut staged);
         Outgoing {
             body: None,
+            ended: true,
             staged,
             pending: Bytes::new(),
             written: 0,
@@ -102,14 +106,18 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Sent> {
         loop {
-            if let Err(err) = ready!(self.flush(send, cx)) {
+            let flushed = match self.flush(send, cx) {
+                Poll::Pending => return self.unless_cut_off(cx),
+                Poll::Ready(flushed) => flushed,
+            };
+            if let Err(err) = flushed {
                 tracing::debug!("h3 stream {id}: the response could not be sent: {err}");
                 return Poll::Ready(match err {
                     WriteError::Stopped(_) => Sent::Stopped,
                     _ => Sent::Failed,
                 });
             }
-            let Some(body) = &mut self.body else {
+            let Some(body) = self.body.as_mut().filter(|_| !self.ended) else {
                 return Poll::Ready(match send.finish() {
                     Ok(()) => Sent::Finished,
                     Err(_) => Sent::Failed,
@@ -118,7 +126,7 @@ where
             // Only now, with everything before it taken by quinn, is the next chunk
             // taken (DESIGN 4.1).
             match ready!(Pin::new(body).poll_frame(cx)) {
-                None => self.body = None,
+                None => self.ended = true,
                 Some(Err(err)) => {
                     tracing::debug!("h3 stream {id}: response body failed: {err}");
                     let _ = send.reset(quic_code(ErrorCode::InternalError));
@@ -145,13 +153,22 @@ where
                             }
                             core.send_headers(fields(&trailers), &mut self.staged);
                         }
-                        self.body = None;
+                        self.ended = true;
                     }
                 },
             }
             if self.body.as_ref().is_some_and(|b| b.is_end_stream()) {
-                self.body = None;
+                self.ended = true;
             }
+        }
+    }
+
+    /// Quinn takes nothing more for now: pending, unless the request is over by now,
+    /// however slowly the client grants credit.
+    fn unless_cut_off(&mut self, cx: &mut Context<'_>) -> Poll<Sent> {
+        match self.body.as_mut().map(|body| body.poll_cut_off(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Sent::CutOff),
+            _ => Poll::Pending,
         }
     }
 
@@ -236,6 +253,8 @@ pub(super) mod tests {
         );
         (accepted, connected.unwrap(), vec![server, client])
     }
+
+    impl ResponseStream for BoxBody<Bytes, std::convert::Infallible> {}
 
     #[tokio::test]
     async fn trailers_past_the_clients_limit_reset_the_stream_with_h3_internal_error() {
