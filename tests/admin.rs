@@ -17,9 +17,11 @@ const TOKEN: &str = "test-token-0123456789";
 /// its data in `data_dir`.
 struct Admin {
     server: Server,
-    /// `http://127.0.0.1:PORT`
+    /// `http://127.0.0.1:PORT` (`https://` with TLS)
     url: String,
     dir: PathBuf,
+    /// With TLS: the admin API's (self-signed) certificate, for curl's `--cacert`.
+    cert: Option<String>,
 }
 
 /// Where the admin API is turned on.
@@ -37,11 +39,24 @@ impl Admin {
     }
 
     fn start_with(data_dir: &Path, set: Set, args: &[&str]) -> Admin {
+        Self::start_on(data_dir, set, "127.0.0.1:0", false, args)
+    }
+
+    /// On `address`, over TLS with a certificate of its own if `tls`.
+    fn start_on(data_dir: &Path, set: Set, address: &str, tls: bool, args: &[&str]) -> Admin {
         let dir = temp_dir("admin");
         std::fs::write(dir.join("token"), format!("{TOKEN}\n")).unwrap();
-        let admin_keys = match set {
-            Set::InConfig => "admin = \"127.0.0.1:0\"\nadmin_token_file = \"token\"\n",
-            Set::ByFlags => "",
+        let cert = tls.then(|| self_signed(&dir));
+        let admin_keys = match (set, &cert) {
+            (Set::InConfig, None) => {
+                format!("admin = \"{address}\"\nadmin_token_file = \"token\"\n")
+            }
+            // Relative to the config's directory.
+            (Set::InConfig, Some(_)) => format!(
+                "admin = \"{address}\"\nadmin_token_file = \"token\"\n\
+                 admin_tls_cert = \"admin-cert.pem\"\nadmin_tls_key = \"admin-key.pem\"\n"
+            ),
+            (Set::ByFlags, _) => String::new(),
         };
         let config = format!(
             "listen = \"127.0.0.1:0\"\n{admin_keys}\n\
@@ -53,12 +68,25 @@ impl Admin {
         let token = dir.join("token").display().to_string();
         let mut all = vec!["--data-dir", data.as_str()];
         if set == Set::ByFlags {
-            all.extend(["--admin", "127.0.0.1:0", "--admin-token-file", &token]);
+            all.extend(["--admin", address, "--admin-token-file", &token]);
+        }
+        let pem = cert.as_ref().map(|(cert, key)| {
+            let path = |p: &PathBuf| p.display().to_string();
+            (path(cert), path(key))
+        });
+        if let (Set::ByFlags, Some((cert, key))) = (set, &pem) {
+            all.extend(["--admin-tls-cert", cert, "--admin-tls-key", key]);
         }
         all.extend_from_slice(args);
         let server = Server::start_config(&dir.join("wedge.toml"), &all);
-        let url = server.admin_url();
-        Admin { server, url, dir }
+        // An unspecified address is reached on loopback.
+        let url = server.admin_url().replace("0.0.0.0", "127.0.0.1");
+        Admin {
+            server,
+            url,
+            dir,
+            cert: pem.map(|(cert, _)| cert),
+        }
     }
 
     /// `curl` against the admin API with `token` (none: no Authorization);
@@ -66,6 +94,9 @@ impl Admin {
     fn request(&self, token: Option<&str>, args: &[&str], path: &str) -> (u16, String) {
         let auth = token.map(|t| format!("Authorization: Bearer {t}"));
         let mut all: Vec<&str> = vec!["--write-out", "\n%{http_code}"];
+        if let Some(cert) = &self.cert {
+            all.extend(["--cacert", cert.as_str()]);
+        }
         if let Some(auth) = &auth {
             all.extend(["--header", auth.as_str()]);
         }
@@ -90,6 +121,21 @@ impl Admin {
         let url = format!("{}{path}", self.server.url);
         split(&curl(&["--write-out", "\n%{http_code}", &url]).stdout)
     }
+}
+
+/// A self-signed certificate for localhost and 127.0.0.1 written to `dir` as
+/// `admin-cert.pem` and `admin-key.pem`; their paths. Marked as a CA, as
+/// `openssl req -x509` makes one (webpki alone would not take it as a server's).
+fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
+    let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    let mut params = rcgen::CertificateParams::new(names).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let signing_key = rcgen::KeyPair::generate().unwrap();
+    let generated = params.self_signed(&signing_key).unwrap();
+    let (cert, key) = (dir.join("admin-cert.pem"), dir.join("admin-key.pem"));
+    std::fs::write(&cert, generated.pem()).unwrap();
+    std::fs::write(&key, signing_key.serialize_pem()).unwrap();
+    (cert, key)
 }
 
 fn split(out: &[u8]) -> (u16, String) {
@@ -360,6 +406,177 @@ fn the_flags_turn_the_admin_api_on() {
         201
     );
     assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
+}
+
+/// `wedge serve TARGET` has no admin API: its admin flags are refused, not
+/// ignored (clap's `requires = "config_file"` let them through, and wedge
+/// served without an admin listener and said nothing).
+#[test]
+fn admin_flags_without_an_admin_api_are_refused_and_say_what_to_do() {
+    let dir = temp_dir("admin-refused");
+    std::fs::write(dir.join("token"), format!("{TOKEN}\n")).unwrap();
+    let token = dir.join("token").display().to_string();
+    let (cert, key) = self_signed(&dir);
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let flag_sets: [&[&str]; 4] = [
+        &["--admin", "127.0.0.1:0"],
+        &["--admin-token-file", &token],
+        &["--admin-tls-cert", &cert, "--admin-tls-key", &key],
+        &["--admin-max-upload", "1MiB"],
+    ];
+    for flags in flag_sets {
+        let (status, log) = match Server::start_or_exit(&example("hello"), flags) {
+            Err(exited) => exited,
+            Ok(server) => panic!(
+                "`wedge serve hello.wasm {}` was accepted; log:\n{}",
+                flags.join(" "),
+                server.log()
+            ),
+        };
+        assert_eq!(status.code(), Some(2), "{log}");
+        assert_eq!(log.lines().count(), 1, "{log}");
+        assert!(
+            log.contains(&format!("{} needs --config", flags[0])),
+            "{log}"
+        );
+        assert!(
+            log.contains("`wedge serve --config wedge.toml --admin ADDR`"),
+            "{log}"
+        );
+    }
+
+    // With a config that turns no admin API on, the flags for one are refused too.
+    let config = dir.join("wedge.toml");
+    let app = format!(
+        "listen = \"127.0.0.1:0\"\n[[app]]\nname = \"a\"\ncomponent = \"{}\"\n",
+        example("hello").display()
+    );
+    std::fs::write(&config, app).unwrap();
+    let config = config.display().to_string();
+    for flags in &flag_sets[1..] {
+        let args = [&["serve", "--config", &config][..], flags].concat();
+        let out = wedge(&args, &temp_dir("data"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        let says = format!("{} is given but the admin API is off", flags[0]);
+        assert!(stderr.contains(&says), "{says:?} not in {stderr}");
+    }
+
+    // `wedge dev` has no admin API and no admin flags.
+    let out = wedge(&["dev", ".", "--admin", "127.0.0.1:0"], &temp_dir("data"));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unexpected argument '--admin'"), "{stderr}");
+}
+
+const CLEARTEXT_WARNING: &str = "without TLS: off a loopback address its bearer token crosses \
+                                 the network in cleartext; give it a certificate with \
+                                 --admin-tls-cert/--admin-tls-key";
+
+#[test]
+fn an_admin_api_off_loopback_without_tls_is_warned_about_at_start() {
+    for set in [Set::InConfig, Set::ByFlags] {
+        let admin = Admin::start_on(&temp_dir("data"), set, "0.0.0.0:0", false, &[]);
+        let log = admin.server.wait_for_log("admin API on http://0.0.0.0:");
+        let port = admin.url.rsplit_once(':').unwrap().1;
+        let warning = format!("WARN admin API on 0.0.0.0:{port} {CLEARTEXT_WARNING}");
+        assert_eq!(
+            log.matches(&warning).count(),
+            1,
+            "{warning:?} not in\n{log}"
+        );
+        assert_eq!(admin.request(Some(TOKEN), &[], "/apps").0, 200);
+    }
+    // On loopback, or with TLS, there is nothing to warn about.
+    let local = Admin::start(&temp_dir("data"), &[]);
+    let with_tls = Admin::start_on(&temp_dir("data"), Set::InConfig, "0.0.0.0:0", true, &[]);
+    for admin in [local, with_tls] {
+        assert_eq!(admin.request(Some(TOKEN), &[], "/apps").0, 200);
+        let log = admin.server.log();
+        assert!(log.contains("admin API on "), "{log}");
+        assert!(!log.contains("cleartext"), "{log}");
+    }
+}
+
+#[test]
+fn with_a_certificate_the_admin_api_serves_https_only() {
+    for set in [Set::InConfig, Set::ByFlags] {
+        let admin = Admin::start_on(&temp_dir("data"), set, "127.0.0.1:0", true, &[]);
+        assert!(admin.url.starts_with("https://127.0.0.1:"), "{}", admin.url);
+        admin
+            .server
+            .wait_for_log(&format!("admin API on {}/", admin.url));
+        assert_eq!(admin.request(None, &[], "/healthz"), (200, "ok\n".into()));
+        assert_eq!(admin.request(Some("wrong"), &[], "/apps").0, 401);
+        let (status, body) = admin.deploy("hi", &example("hello"), "routes = [\"/hi\"]\n");
+        assert_eq!(status, 201, "{body}");
+        assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
+        // Cleartext gets no answer, and a client that does not trust the
+        // certificate refuses it.
+        let plain = admin.url.replace("https://", "http://");
+        let out = curl(&["--max-time", "10", &format!("{plain}/healthz")]);
+        assert!(
+            !out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let out = curl(&[&format!("{}/healthz", admin.url)]);
+        assert_eq!(out.status.code(), Some(60), "curl: {:?}", out.status);
+    }
+}
+
+#[test]
+fn wedge_deploy_reaches_an_https_admin_api_that_admin_ca_vouches_for() {
+    let admin = Admin::start_on(&temp_dir("data"), Set::InConfig, "127.0.0.1:0", true, &[]);
+    let token = admin.dir.join("token").display().to_string();
+    let hello = example("hello").display().to_string();
+    let cert = admin.cert.clone().unwrap();
+    let deploy = |url: &str, ca: &[&str]| {
+        let args = [
+            &[
+                "deploy",
+                "hi",
+                &hello,
+                "--admin",
+                url,
+                "--token-file",
+                &token,
+            ][..],
+            &["--route", "/hi"],
+            ca,
+        ]
+        .concat();
+        wedge(&args, &temp_dir("cli"))
+    };
+    let out = deploy(&admin.url, &["--admin-ca", &cert]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("deployed `hi` (sha256 "), "{stdout}");
+    assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
+
+    let plain = admin.url.replace("https://", "http://");
+    let cases = [
+        (
+            deploy(&admin.url, &[]),
+            "TLS with the admin API at https://",
+        ),
+        (deploy(&admin.url, &[]), "trust it with --admin-ca FILE"),
+        (
+            deploy(&plain, &["--admin-ca", &cert]),
+            "--admin-ca is for an https:// admin API",
+        ),
+    ];
+    for (out, reason) in cases {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(reason), "{reason:?} not in {stderr:?}");
+    }
 }
 
 #[test]

@@ -17,9 +17,12 @@ pub fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-/// The `wedge` binary under test.
+/// The `wedge` binary under test: cargo's build, or `$WEDGE_TEST_BIN` (to run
+/// the tests against another build, e.g. one without a fix).
 pub fn wedge_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_wedge"))
+    std::env::var_os("WEDGE_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wedge")))
 }
 
 /// Path of an example component, building all examples the first time any
@@ -151,7 +154,26 @@ impl Server {
         Self::launch(command, &temp_dir("dev-data"))
     }
 
-    fn launch(mut command: Command, data_dir: &Path) -> Server {
+    /// Runs `wedge serve TARGET --listen 127.0.0.1:0 --no-tls ARGS...` until it
+    /// either prints its URL (`Ok`: it serves) or exits (`Err`: its status and log).
+    pub fn start_or_exit(target: &Path, args: &[&str]) -> Result<Server, (ExitStatus, String)> {
+        let mut command = Command::new(wedge_bin());
+        command
+            .arg("serve")
+            .arg(target)
+            .args(["--listen", "127.0.0.1:0", "--no-tls"])
+            .args(args);
+        Self::try_launch(command, &temp_dir("data"))
+    }
+
+    fn launch(command: Command, data_dir: &Path) -> Server {
+        match Self::try_launch(command, data_dir) {
+            Ok(server) => server,
+            Err((status, log)) => panic!("wedge exited ({status}) before serving; log:\n{log}"),
+        }
+    }
+
+    fn try_launch(mut command: Command, data_dir: &Path) -> Result<Server, (ExitStatus, String)> {
         if !command.get_envs().any(|(key, _)| key == "WEDGE_LOG") {
             command.env("WEDGE_LOG", "info");
         }
@@ -190,21 +212,34 @@ impl Server {
                 }
             }
         });
-        let (url, tls_url) = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(urls) => urls,
-            Err(_) => {
+        let deadline = std::time::Instant::now() + START_TIMEOUT;
+        let (url, tls_url) = loop {
+            if std::time::Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
                 panic!("wedge did not print its URL; log:\n{}", log.lock().unwrap());
             }
+            // Its stdout closes (the sender goes) when it exits: wait for the exit.
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(urls) => break urls,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                let _ = log_reader.join();
+                let log = log.lock().unwrap().clone();
+                return Err((status, log));
+            }
         };
-        Server {
+        Ok(Server {
             child,
             url,
             tls_url,
             log,
             log_reader: Some(log_reader),
-        }
+        })
     }
 
     /// What the server logged so far.
@@ -228,9 +263,10 @@ impl Server {
         }
     }
 
-    /// The admin API's `http://127.0.0.1:PORT`, once the server has logged it.
+    /// The admin API's `http://127.0.0.1:PORT` (`https://` with TLS), once the
+    /// server has logged it.
     pub fn admin_url(&self) -> String {
-        let log = self.wait_for_log("admin API on http://");
+        let log = self.wait_for_log("admin API on http");
         let (_, after) = log.split_once("admin API on ").unwrap();
         let url = after.split_whitespace().next().unwrap();
         url.trim_end_matches('/').to_string()

@@ -43,6 +43,8 @@ pub(super) fn config(doc: &mut Doc, root: &DeTable, paths: &Paths) -> Config {
     let tls_key = root.take("tls_key");
     let admin = root.take("admin");
     let token_file = root.take("admin_token_file");
+    let admin_tls_cert = root.take("admin_tls_cert");
+    let admin_tls_key = root.take("admin_tls_key");
     let apps = root.take("app");
     root.finish(doc);
 
@@ -55,7 +57,13 @@ pub(super) fn config(doc: &mut Doc, root: &DeTable, paths: &Paths) -> Config {
     Config {
         listen: listen.and_then(|field| field.parse(doc, address)),
         tls: tls_config(doc, tls_listen, tls_cert, tls_key, paths),
-        admin: admin_config(doc, admin, token_file, paths),
+        admin: admin_config(
+            doc,
+            admin,
+            token_file,
+            (admin_tls_cert, admin_tls_key),
+            paths,
+        ),
         apps: apps
             .map(|field| app_list(doc, &field, paths))
             .unwrap_or_default(),
@@ -80,45 +88,63 @@ fn tls_config(
             field.error(doc, "needs `tls_listen` too");
         }
     }
-    let pem = match (cert, key) {
-        (Some(cert), Some(key)) => {
-            let cert = file(doc, &cert, paths);
-            let key = file(doc, &key, paths);
-            cert.zip(key).map(|(cert, key)| PemFiles { cert, key })
-        }
-        (Some(field), None) => {
-            field.error(doc, "needs `tls_key` too");
-            None
-        }
-        (None, Some(field)) => {
-            field.error(doc, "needs `tls_cert` too");
-            None
-        }
-        (None, None) => None,
-    };
+    let pem = pem_files(doc, (cert, key), ("tls_cert", "tls_key"), paths);
     Some(TlsConfig {
         listen: address?,
         pem,
     })
 }
 
+/// A certificate chain and key file, named `names` in the file: both or neither.
+fn pem_files(
+    doc: &mut Doc,
+    (cert, key): (Option<Field>, Option<Field>),
+    (cert_name, key_name): (&str, &str),
+    paths: &Paths,
+) -> Option<PemFiles> {
+    match (cert, key) {
+        (Some(cert), Some(key)) => {
+            let cert = file(doc, &cert, paths);
+            let key = file(doc, &key, paths);
+            cert.zip(key).map(|(cert, key)| PemFiles { cert, key })
+        }
+        (Some(field), None) => {
+            field.error(doc, format!("needs `{key_name}` too"));
+            None
+        }
+        (None, Some(field)) => {
+            field.error(doc, format!("needs `{cert_name}` too"));
+            None
+        }
+        (None, None) => None,
+    }
+}
+
 fn admin_config(
     doc: &mut Doc,
     listen: Option<Field>,
     token_file: Option<Field>,
+    (tls_cert, tls_key): (Option<Field>, Option<Field>),
     paths: &Paths,
 ) -> Option<AdminConfig> {
     let address = listen.as_ref().and_then(|field| field.parse(doc, address));
-    let token_file = token_file.and_then(|field| {
-        if listen.is_none() {
+    if listen.is_none() {
+        for field in [&token_file, &tls_cert, &tls_key].into_iter().flatten() {
             field.error(doc, "needs `admin` (the admin API's address) too");
-            return None;
         }
-        file(doc, &field, paths)
-    });
+        return None;
+    }
+    let token_file = token_file.and_then(|field| file(doc, &field, paths));
+    let tls = pem_files(
+        doc,
+        (tls_cert, tls_key),
+        ("admin_tls_cert", "admin_tls_key"),
+        paths,
+    );
     Some(AdminConfig {
         listen: address?,
         token_file,
+        tls,
     })
 }
 

@@ -18,7 +18,8 @@ pub struct Config {
     pub listen: Option<SocketAddr>,
     /// `tls_listen` (+ `tls_cert`/`tls_key`): TLS and HTTP/3; off when absent.
     pub tls: Option<TlsConfig>,
-    /// `admin` (+ `admin_token_file`): the admin API; off when absent.
+    /// `admin` (+ `admin_token_file`, `admin_tls_cert`/`admin_tls_key`): the
+    /// admin API; off when absent.
     pub admin: Option<AdminConfig>,
     /// `[[app]]`, in file order. Names are unique and no route is claimed twice.
     pub apps: Vec<AppConfig>,
@@ -33,7 +34,8 @@ pub struct TlsConfig {
     pub pem: Option<PemFiles>,
 }
 
-/// `tls_cert` and `tls_key`, always given together.
+/// `tls_cert` and `tls_key` (or `admin_tls_cert` and `admin_tls_key`), always
+/// given together.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PemFiles {
     pub cert: PathBuf,
@@ -48,6 +50,8 @@ pub struct AdminConfig {
     /// another source (e.g. the environment); the server must refuse to
     /// start the admin API without one.
     pub token_file: Option<PathBuf>,
+    /// `admin_tls_cert` and `admin_tls_key`: serve it over HTTPS; `None` → cleartext.
+    pub tls: Option<PemFiles>,
 }
 
 /// Where an app's component comes from.

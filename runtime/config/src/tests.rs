@@ -38,6 +38,8 @@ tls_cert = "certs/cert.pem"
 tls_key = "/abs/key.pem"
 admin = "127.0.0.1:9000"
 admin_token_file = "token"
+admin_tls_cert = "certs/admin.pem"
+admin_tls_key = "certs/admin-key.pem"
 
 [[app]]
 name = "api-v2"
@@ -83,6 +85,10 @@ MODE = "prod"
         Some(AdminConfig {
             listen: "127.0.0.1:9000".parse().unwrap(),
             token_file: Some(base.join("token")),
+            tls: Some(PemFiles {
+                cert: base.join("certs/admin.pem"),
+                key: base.join("certs/admin-key.pem"),
+            }),
         })
     );
     let app = AppConfig {
@@ -276,6 +282,18 @@ fn top_level_mistakes_are_reported() {
         (
             "listen = \"127.0.0.1:1\"\nadmin = \":9000\"",
             "wedge.toml:2: admin: `:9000` is not an address like 127.0.0.1:8080",
+        ),
+        (
+            "listen = \"127.0.0.1:1\"\nadmin = \"127.0.0.1:9000\"\nadmin_tls_cert = \"c.pem\"",
+            "wedge.toml:3: admin_tls_cert: needs `admin_tls_key` too",
+        ),
+        (
+            "listen = \"127.0.0.1:1\"\nadmin = \"127.0.0.1:9000\"\nadmin_tls_key = \"k.pem\"",
+            "wedge.toml:3: admin_tls_key: needs `admin_tls_cert` too",
+        ),
+        (
+            "listen = \"127.0.0.1:1\"\nadmin_tls_key = \"k.pem\"",
+            "wedge.toml:2: admin_tls_key: needs `admin` (the admin API's address) too",
         ),
         (
             "listen = \"127.0.0.1:1\"\nport = 80",

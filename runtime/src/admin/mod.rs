@@ -1,6 +1,8 @@
 //! The admin API, on its own listener (`--admin ADDR`, off by default): deploy,
 //! replace and remove apps while wedge serves, list them, and read the metrics.
 //! Every request needs `Authorization: Bearer <token>`, but the probes' ([`health`]).
+//! HTTP/1.1, over TLS with `--admin-tls-cert`/`--admin-tls-key`; in cleartext off a
+//! loopback address the start is warned about (the token would cross the network).
 //! The listener is bound before the apps load, so liveness answers from the start;
 //! until they are loaded the API answers 503.
 //!
@@ -37,8 +39,10 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::Mutex;
+use tokio_rustls::TlsAcceptor;
 
 pub use auth::{TOKEN_ENV, Token, secret};
 pub use health::Readiness;
@@ -47,17 +51,30 @@ use store::Store;
 use crate::config;
 use crate::metrics::{self, Metrics};
 use crate::net::h1::HEADER_READ_TIMEOUT;
+use crate::net::{cert, tls};
 use crate::tenancy::Tenancy;
 
-/// Default for `--admin-max-upload`: the largest form `PUT /apps/{name}` takes.
-pub const DEFAULT_MAX_UPLOAD: &str = "100MiB";
+/// Default for `--admin-max-upload` (100 MiB): the largest form `PUT /apps/{name}` takes.
+pub const DEFAULT_MAX_UPLOAD: u64 = 100 * 1024 * 1024;
 
 /// How the admin API is served.
 pub struct Settings {
     pub listen: SocketAddr,
     pub token: Token,
+    /// HTTPS with this certificate (`--admin-tls-cert`/`--admin-tls-key`); `None` →
+    /// cleartext HTTP, which a non-loopback address is warned about at start.
+    pub tls: Option<TlsAcceptor>,
     /// The largest `PUT /apps/{name}` body, in bytes.
     pub max_upload: u64,
+}
+
+impl Settings {
+    /// The acceptor for the admin listener serving `pem` (cert, key), checked now:
+    /// a bad file fails the start before any app is compiled.
+    pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
+        let key = cert::load_pem(cert, key).context("the admin API's TLS certificate")?;
+        tls::http1_acceptor(&key).context("the admin API's TLS certificate")
+    }
 }
 
 /// The admin listener: the probes from the moment it is bound, the API once the
@@ -94,7 +111,19 @@ impl Endpoint {
             .await
             .with_context(|| format!("cannot listen on {listen} (admin API)"))?;
         let addr = listener.local_addr()?;
-        tracing::info!("admin API on http://{addr}/");
+        let scheme = if settings.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        tracing::info!("admin API on {scheme}://{addr}/");
+        if settings.tls.is_none() && !addr.ip().to_canonical().is_loopback() {
+            tracing::warn!(
+                "admin API on {addr} without TLS: off a loopback address its bearer token \
+                 crosses the network in cleartext; give it a certificate with \
+                 --admin-tls-cert/--admin-tls-key (admin_tls_cert/admin_tls_key in the config)"
+            );
+        }
         let endpoint = Arc::new(Endpoint {
             settings,
             readiness,
@@ -323,7 +352,7 @@ impl Admin {
 /// How deploy errors name the uploaded settings.
 const CONFIG_SOURCE: &str = "config";
 
-/// Serves each connection to the admin address over HTTP/1.1.
+/// Serves each connection to the admin address over HTTP/1.1, in TLS if set.
 async fn accept(listener: TcpListener, admin: Arc<Endpoint>) {
     loop {
         let stream = match listener.accept().await {
@@ -335,19 +364,36 @@ async fn accept(listener: TcpListener, admin: Arc<Endpoint>) {
             }
         };
         let admin = admin.clone();
-        let service = service_fn(move |request| {
-            let admin = admin.clone();
-            async move { Ok::<_, Infallible>(admin.respond(request).await) }
-        });
         tokio::spawn(async move {
-            let connection = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(err) = connection.await {
-                tracing::debug!("admin API connection ended: {err}");
+            let Some(acceptor) = admin.settings.tls.clone() else {
+                return serve(stream, admin).await;
+            };
+            // The handshake is bounded like a request head: a client that opens a
+            // connection and says nothing does not hold it.
+            match tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => serve(tls, admin).await,
+                Ok(Err(err)) => tracing::debug!("admin API: TLS handshake failed: {err}"),
+                Err(_) => tracing::debug!("admin API: TLS handshake timed out"),
             }
         });
+    }
+}
+
+/// Serves one connection's requests.
+async fn serve<IO>(io: IO, admin: Arc<Endpoint>)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let admin = admin.clone();
+        async move { Ok::<_, Infallible>(admin.respond(request).await) }
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(TokioIo::new(io), service);
+    if let Err(err) = connection.await {
+        tracing::debug!("admin API connection ended: {err}");
     }
 }
 

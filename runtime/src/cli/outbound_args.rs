@@ -52,12 +52,12 @@ pub struct OutboundArgs {
     pub outbound_idle_timeout: humantime::Duration,
 }
 
-/// The certificates of one `--outbound-ca` file.
+/// The certificates of one `--outbound-ca` (or `wedge deploy --admin-ca`) file.
 #[derive(Debug, Clone)]
-pub struct CaFile(Vec<CertificateDer<'static>>);
+pub struct CaFile(pub Vec<CertificateDer<'static>>);
 
 /// Reads a PEM file of CA certificates, each checked to be usable as a root.
-fn parse_ca(path: &str) -> Result<CaFile, String> {
+pub(super) fn parse_ca(path: &str) -> Result<CaFile, String> {
     let path = PathBuf::from(path);
     let certs = CertificateDer::pem_file_iter(&path)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())

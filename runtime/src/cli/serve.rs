@@ -81,6 +81,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
 
 /// The zero-config case: one app answering every request.
 fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<()> {
+    args.admin.refuse()?;
     let target = Target::resolve(target)?;
     let registry = args.registry.registry(&args.host.data_dir());
     let addresses = Addresses {

@@ -24,6 +24,12 @@ pub fn acceptor(key: &CertifiedKey) -> Result<TlsAcceptor> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
+/// Builds an acceptor offering HTTP/1.1 only (the admin API's listener).
+pub fn http1_acceptor(key: &CertifiedKey) -> Result<TlsAcceptor> {
+    let config = server_config(key, rustls::DEFAULT_VERSIONS, &[ALPN_HTTP11])?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
 /// A rustls server config on the ring provider presenting `key`, for the TLS listener
 /// and (TLS 1.3 only) for QUIC: both present the same certificate.
 pub(crate) fn server_config(

@@ -23,7 +23,8 @@ use self::connect::{ConnectError, Connector, host_of, port_of};
 use super::outbound::Outbound;
 
 pub use settings::{
-    ClientSettings, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_IDLE_PER_HOST, configure, tls_config,
+    ClientSettings, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_IDLE_PER_HOST, configure, root_store,
+    tls_config,
 };
 
 /// What a guest gets when it sets no timeout of its own (wasmtime's defaults).

@@ -66,17 +66,25 @@ impl Shared {
     }
 }
 
-/// TLS 1.2/1.3 with ring, the webpki roots plus `extra_roots`, offering h2
-/// then HTTP/1.1 by ALPN.
-pub fn tls_config(
+/// The webpki roots (Mozilla's list) plus `extra_roots`.
+pub fn root_store(
     extra_roots: &[CertificateDer<'static>],
-) -> Result<rustls::ClientConfig, rustls::Error> {
+) -> Result<rustls::RootCertStore, rustls::Error> {
     let mut roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
     for root in extra_roots {
         roots.add(root.clone())?;
     }
+    Ok(roots)
+}
+
+/// TLS 1.2/1.3 with ring, the webpki roots plus `extra_roots`, offering h2
+/// then HTTP/1.1 by ALPN.
+pub fn tls_config(
+    extra_roots: &[CertificateDer<'static>],
+) -> Result<rustls::ClientConfig, rustls::Error> {
+    let roots = root_store(extra_roots)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
