@@ -196,3 +196,107 @@ fn a_raw_component_without_the_sdk_is_served() {
         "Hello from a raw component!\n"
     );
 }
+
+/// `body` as a chunked request for `/`, `chunk` octets per chunk.
+fn chunked_upload(authority: &str, body: &[u8], chunk: usize) -> Vec<u8> {
+    let mut wire = format!(
+        "POST / HTTP/1.1\r\nhost: {authority}\r\ntransfer-encoding: chunked\r\n\
+         connection: close\r\n\r\n"
+    )
+    .into_bytes();
+    for part in body.chunks(chunk) {
+        wire.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+        wire.extend_from_slice(part);
+        wire.extend_from_slice(b"\r\n");
+    }
+    wire.extend_from_slice(b"0\r\n\r\n");
+    wire
+}
+
+/// Sends `wire` on a new connection (while reading, so neither side blocks) and
+/// returns all the server sent until it closed (or reset) the connection.
+fn exchange_raw(authority: &str, wire: Vec<u8>) -> Vec<u8> {
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    // The server may close before taking it all: a failed write is its answer.
+    let sender = std::thread::spawn(move || {
+        let _ = writer.write_all(&wire);
+    });
+    let mut answer = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut stream, &mut answer);
+    sender.join().unwrap();
+    answer
+}
+
+/// DESIGN 4.6, what wedge spends on a client's framing is the client's: a 4 MiB body
+/// in 64-octet chunks (65,536 of them, each paying for itself) reaches the app whole;
+/// the same body a byte per chunk spends the connection's chunk budget and is closed
+/// with no answer, and the app is not blamed for it.
+#[test]
+fn a_clients_chunk_framing_is_budgeted_per_connection_and_never_billed_to_the_guest() {
+    let server = Server::start(&example("upload"), &["--no-tls"]);
+    let authority = server.authority().to_string();
+    let body = pattern(4 << 20, 5);
+    let answer = exchange_raw(&authority, chunked_upload(&authority, &body, 64));
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.ends_with(&format!(
+            "sha256: {}\nlength: {}\n",
+            sha256(&body),
+            body.len()
+        )),
+        "{answer}"
+    );
+
+    let flood = chunked_upload(&authority, &body[..64 * 1024], 1);
+    let answer = exchange_raw(&authority, flood);
+    assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    let log = server.log();
+    assert!(
+        !log.contains("app `upload`: "),
+        "the guest was blamed: {log}"
+    );
+    // The server serves on.
+    let out = curl(&["--fail", "--data-binary", "x", &format!("{}/", server.url)]);
+    assert!(out.status.success());
+}
+
+/// RFC 9112 §3.2: an HTTP/1.1 request with no Host field, two, or one that is not a
+/// host and port gets `400` and the connection is closed; the app never sees it.
+/// HTTP/1.0 is served as before.
+#[test]
+fn a_request_without_exactly_one_valid_host_field_gets_400() {
+    let server = Server::start(&example("hello"), &["--no-tls", "--access-log"]);
+    let authority = server.authority().to_string();
+    for head in [
+        "GET / HTTP/1.1\r\n\r\n".to_string(),
+        "GET / HTTP/1.1\r\nhost: a.example\r\nhost: b.example\r\n\r\n".to_string(),
+        format!("GET / HTTP/1.1\r\nhost: {authority}\r\nhost: {authority}\r\n\r\n"),
+        "GET / HTTP/1.1\r\nhost: user@a.example\r\n\r\n".to_string(),
+        // A second request after it on the same connection is not served.
+        "GET / HTTP/1.1\r\nhost: a\r\nhost: b\r\n\r\nGET / HTTP/1.1\r\nhost: a\r\n\r\n".to_string(),
+    ] {
+        let answer =
+            String::from_utf8(exchange_raw(&authority, head.clone().into_bytes())).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 400"), "{head:?}: {answer}");
+        assert!(answer.contains("connection: close"), "{head:?}: {answer}");
+        let heads = answer
+            .lines()
+            .filter(|l| l.starts_with("HTTP/1.1 "))
+            .count();
+        assert_eq!(heads, 1, "{head:?}: {answer}");
+    }
+    assert!(
+        !server.log().contains("[hello]"),
+        "the app saw one: {}",
+        server.log()
+    );
+    let answer = exchange_raw(&authority, b"GET / HTTP/1.0\r\nhost: a\r\n\r\n".to_vec());
+    let answer = String::from_utf8(answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
+    assert!(answer.ends_with("Hello, world!\n"), "{answer}");
+}

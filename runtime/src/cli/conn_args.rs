@@ -1,11 +1,11 @@
-//! `--handshake-timeout` and `--h1-header-read-timeout`: how long a TCP connection may
-//! take before HTTP/2's own timeouts (`--h2-*`) take over. Defaults from
-//! [`ConnTimeouts`] (and shown in `--help`).
+//! `--handshake-timeout`, `--h1-header-read-timeout` and `--h1-chunk-budget`: what a
+//! TCP connection may take before HTTP/2's own limits (`--h2-*`) take over, and what
+//! an HTTP/1.1 one may cost. Defaults from [`ConnLimits`] (and shown in `--help`).
 
-use crate::net::listener::ConnTimeouts;
+use crate::net::listener::ConnLimits;
 
-fn defaults() -> ConnTimeouts {
-    ConnTimeouts::default()
+fn defaults() -> ConnLimits {
+    ConnLimits::default()
 }
 
 /// Connections: the TLS handshake, the cleartext port's first bytes, HTTP/1.1 heads.
@@ -22,14 +22,22 @@ pub struct ConnArgs {
     /// past it the connection is closed (slowloris, idle keep-alive).
     #[arg(long, default_value_t = defaults().h1_header_read.into())]
     pub h1_header_read_timeout: humantime::Duration,
+
+    /// HTTP/1.1 request body chunks a connection may send beyond one per 64 octets
+    /// of body data: decoding them is the client's cost, not its app's. Past it the
+    /// connection is closed (a body sent a byte per chunk).
+    #[arg(long, value_name = "N", default_value_t = defaults().h1_chunk_budget,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub h1_chunk_budget: u32,
 }
 
 impl ConnArgs {
-    /// The timeouts these flags describe.
-    pub fn to_timeouts(&self) -> ConnTimeouts {
-        ConnTimeouts {
+    /// The limits these flags describe.
+    pub fn to_limits(&self) -> ConnLimits {
+        ConnLimits {
             handshake: self.handshake_timeout.into(),
             h1_header_read: self.h1_header_read_timeout.into(),
+            h1_chunk_budget: self.h1_chunk_budget,
         }
     }
 }
@@ -51,7 +59,7 @@ mod tests {
     #[test]
     fn no_flags_give_the_defaults() {
         let cli = Cli::parse_from(["wedge"]);
-        assert_eq!(cli.conn.to_timeouts(), ConnTimeouts::default());
+        assert_eq!(cli.conn.to_limits(), ConnLimits::default());
     }
 
     #[test]
@@ -60,12 +68,14 @@ mod tests {
             "wedge",
             "--handshake-timeout=300ms",
             "--h1-header-read-timeout=2s",
+            "--h1-chunk-budget=7",
         ]);
         assert_eq!(
-            cli.conn.to_timeouts(),
-            ConnTimeouts {
+            cli.conn.to_limits(),
+            ConnLimits {
                 handshake: Duration::from_millis(300),
                 h1_header_read: Duration::from_secs(2),
+                h1_chunk_budget: 7,
             }
         );
     }

@@ -161,7 +161,7 @@ where
 /// (port 0 resolved), the others join them.
 fn bind_workers(addresses: &Addresses, h3: bool, args: &HostArgs) -> Result<Vec<Listeners>> {
     let first =
-        Listeners::bind(addresses.plain, addresses.tls, h3)?.with_timeouts(args.conn.to_timeouts());
+        Listeners::bind(addresses.plain, addresses.tls, h3)?.with_limits(args.conn.to_limits());
     let mut sets = Vec::with_capacity(args.workers());
     for _ in 1..args.workers() {
         sets.push(first.join()?);

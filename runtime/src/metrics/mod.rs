@@ -86,10 +86,13 @@ pub enum CloseReason {
     /// The peer broke the protocol (an HTTP/2 connection error, an HTTP/1.1 message
     /// that does not parse).
     ProtocolError,
+    /// HTTP/1.1: request bodies in chunks too small for what decoding them costs
+    /// (past the chunk budget).
+    ChunkFlood,
 }
 
 impl CloseReason {
-    const ALL: [CloseReason; 9] = [
+    const ALL: [CloseReason; 10] = [
         CloseReason::HandshakeTimeout,
         CloseReason::TlsError,
         CloseReason::HeaderTimeout,
@@ -99,6 +102,7 @@ impl CloseReason {
         CloseReason::Reset,
         CloseReason::Incomplete,
         CloseReason::ProtocolError,
+        CloseReason::ChunkFlood,
     ];
 
     fn label(self) -> &'static str {
@@ -112,6 +116,7 @@ impl CloseReason {
             CloseReason::Reset => "reset",
             CloseReason::Incomplete => "incomplete",
             CloseReason::ProtocolError => "protocol_error",
+            CloseReason::ChunkFlood => "chunk_flood",
         }
     }
 }

@@ -29,23 +29,27 @@ use crate::metrics::{CloseReason, Protocol};
 /// (TLS handshake, or the first bytes on the cleartext port), by default.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long a TCP connection may take at the stages before HTTP/2's own timeouts
-/// (`H2Config`) take over.
+/// What a TCP connection may take at the stages before HTTP/2's own limits
+/// (`H2Config`) take over, and what an HTTP/1.1 one may cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnTimeouts {
+pub struct ConnLimits {
     /// The TLS handshake, or on the cleartext port the first bytes (enough to tell
     /// HTTP/1.1 from h2c's preface).
     pub handshake: Duration,
     /// An HTTP/1.1 request head, from when wedge starts waiting for it (on a kept-alive
     /// connection: from the end of the previous response) to its last octet.
     pub h1_header_read: Duration,
+    /// HTTP/1.1 request body frames (chunks) beyond what their octets pay for
+    /// ([`super::h1::ChunkBudget`]): past it the connection is closed.
+    pub h1_chunk_budget: u32,
 }
 
-impl Default for ConnTimeouts {
+impl Default for ConnLimits {
     fn default() -> Self {
-        ConnTimeouts {
+        ConnLimits {
             handshake: HANDSHAKE_TIMEOUT,
             h1_header_read: super::h1::HEADER_READ_TIMEOUT,
+            h1_chunk_budget: super::h1::DEFAULT_CHUNK_BUDGET,
         }
     }
 }
@@ -58,7 +62,7 @@ pub struct Listeners {
     tls: Option<std::net::TcpListener>,
     /// HTTP/3's socket: the TLS address, over UDP.
     quic: Option<std::net::UdpSocket>,
-    timeouts: ConnTimeouts,
+    limits: ConnLimits,
 }
 
 /// HTTP/3 beside the TLS listener: quinn's server config (the TLS listener's
@@ -75,7 +79,7 @@ struct Shared {
     /// Cleartext's way to the app; TLS connections add their response hook.
     frontend: Frontend,
     h2: Arc<H2Config>,
-    timeouts: ConnTimeouts,
+    limits: ConnLimits,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -103,7 +107,7 @@ impl Listeners {
             plain,
             tls,
             quic,
-            timeouts: ConnTimeouts::default(),
+            limits: ConnLimits::default(),
         })
     }
 
@@ -120,13 +124,13 @@ impl Listeners {
                 .h3_addr()
                 .map(|a| bind_udp(a, Share::Join))
                 .transpose()?,
-            timeouts: self.timeouts,
+            limits: self.limits,
         })
     }
 
-    /// The same listeners, closing connections past `timeouts`.
-    pub fn with_timeouts(self, timeouts: ConnTimeouts) -> Listeners {
-        Listeners { timeouts, ..self }
+    /// The same listeners, closing connections past `limits`.
+    pub fn with_limits(self, limits: ConnLimits) -> Listeners {
+        Listeners { limits, ..self }
     }
 
     /// The cleartext address actually bound (port 0 resolved).
@@ -190,7 +194,7 @@ impl Listeners {
         let shared = Shared {
             frontend,
             h2,
-            timeouts: self.timeouts,
+            limits: self.limits,
             shutdown: shutdown_rx,
         };
         let tls_shared = Shared {
@@ -319,7 +323,7 @@ async fn before_shutdown<T>(
     what: &str,
     step: impl Future<Output = std::io::Result<T>>,
 ) -> Option<T> {
-    let limit = shared.timeouts.handshake;
+    let limit = shared.limits.handshake;
     let failed = tokio::select! {
         result = tokio::time::timeout(limit, step) => match result {
             Ok(Ok(value)) => return Some(value),
@@ -371,8 +375,8 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let _open = shared.frontend.connection(Protocol::H1);
-    let header_read = shared.timeouts.h1_header_read;
-    super::h1::serve(io, shared.frontend, scheme, shared.shutdown, header_read).await
+    let limits = shared.limits;
+    super::h1::serve(io, shared.frontend, scheme, shared.shutdown, limits).await
 }
 
 async fn serve_h2<IO>(io: IO, shared: Shared, scheme: RequestScheme)

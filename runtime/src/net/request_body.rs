@@ -85,6 +85,11 @@ struct State {
     consumed: usize,
     reader: Option<Waker>,
     connection: Option<Waker>,
+    /// The handler has asked for the body at least once.
+    asked: bool,
+    /// The connection reads ahead ([`Inbox::read_ahead`]), and wants to hear when
+    /// the handler first asks.
+    reads_ahead: bool,
 }
 
 impl State {
@@ -189,6 +194,25 @@ impl Inbox {
         state.is_empty()
     }
 
+    /// Whether fewer than `window` octets wait unread, and whether the handler has asked
+    /// for the body yet (HTTP/1.1's read-ahead); the connection registers to hear when
+    /// either changes, or when the handler drops the body.
+    pub(in crate::net) fn read_ahead(&self, window: usize, connection: &Waker) -> ReadAhead {
+        let mut state = self.lock();
+        state.listen(connection);
+        state.reads_ahead = true;
+        let waiting = state.chunks.iter().map(Bytes::len).sum::<usize>() + state.tail.len();
+        ReadAhead {
+            room: waiting < window,
+            asked: state.asked,
+        }
+    }
+
+    /// Whether the handler has asked for the body.
+    pub(in crate::net) fn asked(&self) -> bool {
+        self.lock().asked
+    }
+
     /// Forgets everything before the next stream uses it.
     pub(in crate::net) fn reset(&self) {
         let mut state = self.lock();
@@ -202,7 +226,17 @@ impl Inbox {
         state.consumed = 0;
         state.reader = None;
         state.connection = None;
+        state.asked = false;
+        state.reads_ahead = false;
     }
+}
+
+/// What [`Inbox::read_ahead`] found.
+pub(in crate::net) struct ReadAhead {
+    /// Fewer octets wait unread than the connection may read ahead.
+    pub room: bool,
+    /// The handler has asked for the body.
+    pub asked: bool,
 }
 
 /// Request body inboxes kept for reuse per connection (DESIGN 4.3).
@@ -256,6 +290,23 @@ impl RequestBody {
     }
 }
 
+impl Drop for RequestBody {
+    /// A connection that reads ahead for this body stops once nobody reads it.
+    fn drop(&mut self) {
+        let Some(inbox) = self.inbox.take() else {
+            return;
+        };
+        let mut state = inbox.lock();
+        let connection = state.connection.take().filter(|_| state.reads_ahead);
+        drop(state);
+        // Let go first: the connection sees the body unread by anyone.
+        drop(inbox);
+        if let Some(connection) = connection {
+            connection.wake();
+        }
+    }
+}
+
 impl Body for RequestBody {
     type Data = Bytes;
     type Error = BodyGone;
@@ -268,6 +319,12 @@ impl Body for RequestBody {
             return Poll::Ready(None);
         };
         let mut state = inbox.lock();
+        if !std::mem::replace(&mut state.asked, true)
+            && state.reads_ahead
+            && let Some(connection) = state.connection.take()
+        {
+            connection.wake();
+        }
         if let Some(chunk) = state.pop() {
             inbox.stats.sub(chunk.len());
             state.consumed += chunk.len();

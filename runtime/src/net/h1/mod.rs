@@ -1,8 +1,13 @@
 //! HTTP/1.1 connections, served by hyper and dispatched to the host.
 
+mod chunk_budget;
+mod host_field;
+mod request_body;
+
 use std::convert::Infallible;
 use std::time::Duration;
 
+use http::{HeaderValue, Response, StatusCode, header};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -10,9 +15,13 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
+pub use chunk_budget::{ChunkBudget, DEFAULT_CHUNK_BUDGET};
+use request_body::BodyReader;
+
 use super::frontend::Frontend;
-use super::listener::io_fault;
-use crate::host::RequestScheme;
+use super::listener::{ConnLimits, io_fault};
+use super::tally::TalliedBody;
+use crate::host::{RequestScheme, plain};
 use crate::metrics::CloseReason;
 
 /// How long a client may take to send a request head, by default.
@@ -20,8 +29,8 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves one HTTP/1.1 connection until the peer closes it or shutdown is
 /// signalled, in which case the request in flight finishes first. A request head
-/// not whole within `header_read` (counted from when wedge waits for it) closes the
-/// connection.
+/// not whole within `limits.h1_header_read` (counted from when wedge waits for it), or
+/// request bodies past `limits.h1_chunk_budget`, close the connection.
 ///
 /// A client may half-close (shut down its sending side once its request is sent) and
 /// still gets its response. So a client that went away altogether is noticed only
@@ -32,15 +41,39 @@ pub async fn serve<IO>(
     frontend: Frontend,
     scheme: RequestScheme,
     mut shutdown: watch::Receiver<bool>,
-    header_read: Duration,
+    limits: ConnLimits,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let header_read = limits.h1_header_read;
     let frontend = frontend.for_connection();
     let counted = frontend.clone();
+    let bodies = BodyReader::new(limits.h1_chunk_budget);
+    let flooded = bodies.flooded();
     let service = service_fn(move |request: hyper::Request<Incoming>| {
         let frontend = frontend.clone();
-        async move { Ok::<_, Infallible>(frontend.respond(request, scheme).await) }
+        let fault = host_field::host_fault(request.version(), request.headers());
+        let expects_continue = request
+            .headers()
+            .get(header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        let (parts, incoming) = request.into_parts();
+        let started = match fault {
+            None => Ok(bodies.start(incoming, expects_continue)),
+            Some(fault) => Err(fault),
+        };
+        async move {
+            let started = match started {
+                Ok(started) => started,
+                Err(fault) => return Ok(bad_request(&frontend, fault)),
+            };
+            let request = hyper::Request::from_parts(parts, started.body);
+            let response = frontend.respond(request, scheme).await;
+            if let Some(first_read) = started.first_read {
+                first_read.settled().await;
+            }
+            Ok::<_, Infallible>(response)
+        }
     });
     let connection = http1::Builder::new()
         .keep_alive(true)
@@ -52,12 +85,24 @@ pub async fn serve<IO>(
     let stopping = tokio::select! {
         result = connection.as_mut() => Some(result),
         _ = shutdown.wait_for(|stop| *stop) => None,
+        // The client's framing cost more than it may: closed at once, whatever is in
+        // flight (its handler is stopped, not blamed).
+        () = flooded.notified() => {
+            counted.closed(CloseReason::ChunkFlood);
+            return;
+        }
     };
     let result = match stopping {
         Some(result) => result,
         None => {
             connection.as_mut().graceful_shutdown();
-            connection.await
+            tokio::select! {
+                result = connection.as_mut() => result,
+                () = flooded.notified() => {
+                    counted.closed(CloseReason::ChunkFlood);
+                    return;
+                }
+            }
         }
     };
     if let Err(err) = result {
@@ -72,6 +117,19 @@ pub async fn serve<IO>(
             counted.closed(reason);
         }
     }
+}
+
+/// `400` for a request that is not dispatched, closing the connection: what follows
+/// a malformed request is not trusted either.
+fn bad_request(frontend: &Frontend, fault: &str) -> Response<TalliedBody> {
+    frontend.closed(CloseReason::ProtocolError);
+    let mut response = plain(
+        StatusCode::BAD_REQUEST,
+        format!("400 Bad Request: {fault}\n"),
+    );
+    let close = HeaderValue::from_static("close");
+    response.headers_mut().insert(header::CONNECTION, close);
+    frontend.finish(response, None)
 }
 
 /// The peer fault that ended a connection, if it was one (not, say, a response body
