@@ -535,3 +535,103 @@ fn a_bad_outbound_ca_is_one_line_and_exit_2() {
         assert!(stderr.contains(says), "{stderr}");
     }
 }
+
+/// IP literals that reach this host without naming 127.0.0.0/8, `::1` or
+/// `localhost`: the unspecified addresses (a connection to one goes to this
+/// host) and IPv6 forms of 127.0.0.1 (IPv4-mapped, IPv4-compatible, NAT64).
+const DISGUISED_LOOPBACK: [&str; 7] = [
+    "0.0.0.0",
+    "[::]",
+    "[::ffff:7f00:1]",
+    "[::ffff:127.0.0.1]",
+    "[::127.0.0.1]",
+    "[64:ff9b::7f00:1]",
+    "[::ffff:0.0.0.0]",
+];
+
+/// curl through `proxy` to `http://{origin}/` with `[`/`]` taken literally.
+fn through_literally(proxy: &Server, origin: &str) -> (String, String) {
+    status_and_body(&["--globoff", "--max-time", "30", &through(proxy, origin)])
+}
+
+#[test]
+fn a_pattern_naming_an_unspecified_address_or_loopback_in_disguise_is_refused_at_start() {
+    let origin = Origin::start(false);
+    let port = origin.addr.port();
+    for host in DISGUISED_LOOPBACK {
+        for pattern in [format!("{host}:{port}"), host.to_string()] {
+            let started = Server::start_or_exit(&example("proxy"), &["--allow-outbound", &pattern]);
+            let (status, log) = match started {
+                Err(exited) => exited,
+                Ok(proxy) => {
+                    let (status, body) = through_literally(&proxy, &format!("{host}:{port}"));
+                    panic!(
+                        "`--allow-outbound {pattern}` was accepted: a request to {host}:{port} got \
+                         {status} {body:?}; the origin on 127.0.0.1 accepted {} connection(s)",
+                        origin.accepted()
+                    );
+                }
+            };
+            assert_eq!(status.code(), Some(2), "{pattern}: {log}");
+            assert_eq!(log.lines().count(), 1, "{pattern}: {log}");
+            assert!(log.contains(&format!("`{pattern}`")), "{pattern}: {log}");
+            let why: &[&str] = if host.contains("0.0.0.0") || host == "[::]" {
+                &[
+                    "the unspecified address",
+                    "name 127.0.0.1, ::1 or localhost",
+                ]
+            } else {
+                &["127.0.0.1 (loopback) in IPv6 form", "write `127.0.0.1"]
+            };
+            for why in why {
+                assert!(log.contains(why), "{pattern}: {why:?} not in {log}");
+            }
+        }
+    }
+    assert_eq!(origin.accepted(), 0);
+}
+
+/// Wherever a request names this host, it reaches a service on 127.0.0.1 only
+/// through a pattern that names loopback; a pattern naming 127.0.0.1 still does.
+#[test]
+fn loopback_in_any_form_is_denied_unless_a_pattern_names_loopback() {
+    let origin = Origin::start(false);
+    let port = origin.addr.port();
+    let named = format!("127.0.0.1:{port}");
+    // Names to the allow-list (no pattern may be these addresses), which the
+    // resolver reads as 127.0.0.1 (shorthand, decimal, hex, octal) or 0.0.0.0.
+    let shorthands = ["127.1", "2130706433", "0x7f000001", "0177.0.0.1"];
+    let names: Vec<String> = shorthands
+        .iter()
+        .chain(&["0"])
+        .map(|name| format!("{name}:{port}"))
+        .collect();
+    let extra: Vec<&str> = names
+        .iter()
+        .flat_map(|name| ["--allow-outbound", name.as_str()])
+        .collect();
+    let proxy = proxy(&named, &extra);
+    let denied = |authority: &str, why: &str| {
+        let (status, body) = through_literally(&proxy.server, authority);
+        assert_eq!(status, "403", "{authority}: {body}");
+        proxy.server.wait_for_log(&format!(
+            "app `proxy`: outbound request to {authority} denied{why}"
+        ));
+    };
+    for host in DISGUISED_LOOPBACK {
+        denied(&format!("{host}:{port}"), " (not in --allow-outbound)");
+    }
+    for name in shorthands {
+        denied(
+            &format!("{name}:{port}"),
+            ": it resolves to 127.0.0.1 (loopback), which --allow-outbound does not name",
+        );
+    }
+    denied(
+        &format!("0:{port}"),
+        ": it resolves to 0.0.0.0 (unspecified), which is never a destination",
+    );
+    assert_eq!(origin.accepted(), 0, "{}", proxy.server.log());
+    get_in_turn(&proxy.server, &named, 1);
+    assert_eq!(origin.accepted(), 1);
+}

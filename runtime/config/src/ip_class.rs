@@ -21,7 +21,7 @@ fn special_v4(ip: Ipv4Addr) -> Option<&'static str> {
     }
     let [a, b, c, _] = ip.octets();
     Some(match (a, b, c) {
-        (0, ..) => "unspecified",
+        (0, ..) => UNSPECIFIED,
         (10, ..) | (192, 168, _) => "private",
         (172, 16..=31, _) => "private",
         (100, 64..=127, _) => "shared address space (CGNAT)",
@@ -39,7 +39,7 @@ fn special_v4(ip: Ipv4Addr) -> Option<&'static str> {
 
 fn special_v6(ip: Ipv6Addr) -> Option<&'static str> {
     if ip.is_unspecified() {
-        return Some("unspecified");
+        return Some(UNSPECIFIED);
     }
     if ip.is_loopback() {
         return Some("loopback");
@@ -65,6 +65,29 @@ fn special_v6(ip: Ipv6Addr) -> Option<&'static str> {
         first if !(0x2000..=0x3fff).contains(&first) => "reserved",
         _ => return None,
     })
+}
+
+/// The class of the unspecified addresses (0.0.0.0/8, `::`): a connection to
+/// one goes to this host itself, so no pattern may allow them.
+pub const UNSPECIFIED: &str = "unspecified";
+
+/// The IPv4 address an IPv6 address carries and the name of the form it is
+/// in: IPv4-mapped, IPv4-compatible (`::a.b.c.d`, but `::` and `::1`), NAT64
+/// or 6to4.
+pub fn ipv4_form(ip: Ipv6Addr) -> Option<(Ipv4Addr, &'static str)> {
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return Some((v4, "IPv4-mapped"));
+    }
+    if ip.segments()[..6] == [0; 6] && !ip.is_unspecified() && !ip.is_loopback() {
+        let [.., a, b, c, d] = ip.octets();
+        return Some((Ipv4Addr::new(a, b, c, d), "IPv4-compatible"));
+    }
+    let form = match ip.segments() {
+        [0x0064, 0xff9b, 0, 0, 0, 0, ..] => "NAT64",
+        [0x2002, ..] => "6to4",
+        _ => return None,
+    };
+    embedded_v4(ip).map(|v4| (v4, form))
 }
 
 /// The IPv4 address an IPv6 address stands for: IPv4-mapped (::ffff:0:0/96),
@@ -184,6 +207,21 @@ mod tests {
             ("4000::1", "reserved"),
             ("1234::1", "reserved"),
         ]);
+    }
+
+    #[test]
+    fn ipv6_forms_of_ipv4_addresses_name_the_address_and_the_form() {
+        let form = |ip: &str| ipv4_form(ip.parse().unwrap()).map(|(v4, f)| (v4.to_string(), f));
+        let case = |v4: &str, f| Some((v4.to_string(), f));
+        assert_eq!(form("::ffff:7f00:1"), case("127.0.0.1", "IPv4-mapped"));
+        assert_eq!(form("::ffff:8.8.8.8"), case("8.8.8.8", "IPv4-mapped"));
+        assert_eq!(form("::127.0.0.1"), case("127.0.0.1", "IPv4-compatible"));
+        assert_eq!(form("::2"), case("0.0.0.2", "IPv4-compatible"));
+        assert_eq!(form("64:ff9b::7f00:1"), case("127.0.0.1", "NAT64"));
+        assert_eq!(form("2002:a00:1::"), case("10.0.0.1", "6to4"));
+        for plain in ["::", "::1", "2001:db8::1", "64:ff9b:1::1", "fe80::1"] {
+            assert_eq!(form(plain), None, "{plain}");
+        }
     }
 
     #[test]

@@ -45,8 +45,9 @@ impl Outbound {
 
     /// Of the addresses `host:port` resolved to, those a connection may go to:
     /// public ones, and special ones (loopback, private, ...) that an entry
-    /// allowing `host:port` names itself. None left → the first refused
-    /// address and its class, for the log.
+    /// allowing `host:port` names itself; never an unspecified one (0.0.0.0/8,
+    /// `::`: a connection to it goes to this host). None left → the first
+    /// refused address and its class, for the log.
     pub fn reachable(
         &self,
         host: &str,
@@ -63,7 +64,10 @@ impl Outbound {
         let mut reachable = Vec::new();
         for addr in resolved {
             match ip_class::special(addr.ip()) {
-                Some(class) if !entries.iter().any(|p| p.names_address(addr.ip())) => {
+                Some(class)
+                    if class == ip_class::UNSPECIFIED
+                        || !entries.iter().any(|p| p.names_address(addr.ip())) =>
+                {
                     refused.get_or_insert(Refused {
                         address: addr.ip(),
                         class,
@@ -87,9 +91,20 @@ pub struct Refused {
     pub class: &'static str,
 }
 
+impl Refused {
+    /// Whether no entry could allow it (an unspecified address), as opposed
+    /// to one the allow-list could name.
+    pub fn never_allowed(&self) -> bool {
+        self.class == ip_class::UNSPECIFIED
+    }
+}
+
 /// One `--allow-outbound` entry: `host`, `host:port`, `*.domain` or
 /// `*.domain:port` (IPv6 as `[::1]:port`). Without a port, every port of the
 /// host is allowed; `*.domain` matches names under `domain`, not `domain` itself.
+/// An IP address must be one a connection can name plainly: not an unspecified
+/// address, nor an IPv6 form (mapped, compatible, NAT64, 6to4) of a special
+/// IPv4 address, which would name loopback (or a private address) in disguise.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPattern {
     /// Lowercase, without brackets or a trailing dot; for a wildcard, the
@@ -156,11 +171,47 @@ impl FromStr for HostPattern {
         if host.is_empty() || !host.chars().all(valid) || host.starts_with('.') {
             return Err(bad("not a host name or IP address"));
         }
+        if let (false, Ok(ip)) = (subdomains, host.parse::<IpAddr>()) {
+            check_address(ip, port).map_err(|why| {
+                format!("`{text}` is not an outbound host pattern: {ip} is {why}")
+            })?;
+        }
         Ok(HostPattern {
             host,
             subdomains,
             port,
         })
+    }
+}
+
+/// Why an allow-list entry may not be the address `ip` (with `port`), if so.
+fn check_address(ip: IpAddr, port: Option<u16>) -> Result<(), String> {
+    let carried = match ip {
+        IpAddr::V6(v6) => ip_class::ipv4_form(v6),
+        IpAddr::V4(_) => None,
+    };
+    let judged = carried.map_or(ip, |(v4, _)| IpAddr::V4(v4));
+    if ip_class::special(ip) == Some(ip_class::UNSPECIFIED)
+        || ip_class::special(judged) == Some(ip_class::UNSPECIFIED)
+    {
+        return Err(
+            "the unspecified address, not a destination (a connection to it \
+             reaches this host itself); to allow a service on this host, name \
+             127.0.0.1, ::1 or localhost"
+                .into(),
+        );
+    }
+    match (carried, ip_class::special(judged)) {
+        (Some((v4, form)), Some(class)) => {
+            let plain = match port {
+                Some(port) => format!("{v4}:{port}"),
+                None => v4.to_string(),
+            };
+            Err(format!(
+                "{v4} ({class}) in IPv6 form ({form}); write `{plain}` to allow it"
+            ))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -368,5 +419,163 @@ mod tests {
                 .reachable("127.0.0.1", 80, addrs(&["127.0.0.1"]))
                 .is_err()
         );
+    }
+
+    /// `text`'s error as a pattern, checked to be one line naming it.
+    fn refused(text: &str) -> String {
+        let err = text.parse::<HostPattern>().unwrap_err();
+        assert!(
+            err.starts_with(&format!("`{text}` is not an outbound host pattern: ")),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
+        err
+    }
+
+    #[test]
+    fn an_unspecified_address_is_refused_as_a_pattern() {
+        for text in [
+            "0.0.0.0",
+            "0.0.0.0:8080",
+            "::",
+            "[::]",
+            "[::]:8080",
+            "[0:0::0]:1",
+            "0.1.2.3",
+            "[::ffff:0.0.0.0]:8080",
+            "::ffff:0:0",
+        ] {
+            let err = refused(text);
+            assert!(err.contains("is the unspecified address"), "{err}");
+            assert!(err.contains("name 127.0.0.1, ::1 or localhost"), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_ipv6_form_of_a_special_ipv4_address_is_refused_with_the_plain_one() {
+        for (text, says) in [
+            (
+                "[::ffff:7f00:1]:8080",
+                "::ffff:127.0.0.1 is 127.0.0.1 (loopback) in IPv6 form (IPv4-mapped); \
+                 write `127.0.0.1:8080` to allow it",
+            ),
+            ("[::ffff:127.0.0.1]", "write `127.0.0.1` to allow it"),
+            ("::ffff:7f00:1", "(IPv4-mapped); write `127.0.0.1`"),
+            ("[::127.0.0.1]:1", "(IPv4-compatible); write `127.0.0.1:1`"),
+            ("[64:ff9b::7f00:1]", "(NAT64); write `127.0.0.1`"),
+            ("[2002:7f00:1::]", "(6to4); write `127.0.0.1`"),
+            ("[::ffff:10.0.0.1]", "10.0.0.1 (private) in IPv6 form"),
+            ("[::ffff:169.254.169.254]", "(link-local)"),
+        ] {
+            let err = refused(text);
+            assert!(err.contains(says), "{says:?} not in {err:?}");
+        }
+    }
+
+    #[test]
+    fn plain_addresses_public_ipv6_forms_and_numeric_names_are_patterns() {
+        for text in [
+            "127.0.0.1:8080",
+            "127.255.0.1",
+            "[::1]:8080",
+            "10.0.0.1",
+            "[::ffff:8.8.8.8]",
+            "[64:ff9b::808:808]:443",
+            "2001:db8::1",
+            // Names to the allow-list: what they resolve to is checked on connecting.
+            "127.1",
+            "0",
+            "2130706433",
+            "*.0.0.1",
+        ] {
+            assert!(text.parse::<HostPattern>().is_ok(), "{text}");
+        }
+    }
+
+    #[test]
+    fn loopback_in_any_form_is_reachable_only_through_an_entry_naming_it() {
+        let outbound = policy(&["api.example.com", "*.example.net", "127.0.0.1:8080"]);
+        let disguised = [
+            "::ffff:7f00:1",
+            "::127.0.0.1",
+            "64:ff9b::7f00:1",
+            "2002:7f00:1::",
+            "0.0.0.0",
+            "::",
+            "127.0.0.2",
+            "::1",
+        ];
+        for ip in disguised {
+            for host in ["api.example.com", "a.example.net"] {
+                assert!(
+                    outbound.reachable(host, 443, addrs(&[ip])).is_err(),
+                    "{host} → {ip}"
+                );
+            }
+            // The entry naming 127.0.0.1 names none of these but 127.0.0.1 itself
+            // (IPv4-mapped, as a dual-stack resolver may answer).
+            let at_8080 = vec![SocketAddr::new(ip.parse().unwrap(), 8080)];
+            let reachable = outbound.reachable("127.0.0.1", 8080, at_8080).is_ok();
+            assert_eq!(reachable, ip == "::ffff:7f00:1", "{ip}");
+        }
+
+        // An unspecified address (a connection to it reaches this host) is not
+        // reachable even through an entry naming it, built as parsing no longer would.
+        let named = |host: &str| HostPattern {
+            host: host.into(),
+            subdomains: false,
+            port: None,
+        };
+        let outbound = Outbound {
+            allow: vec![
+                named("0.0.0.0"),
+                named("::"),
+                named("localhost"),
+                named("0"),
+            ],
+            ..Outbound::default()
+        };
+        for (host, ip) in [
+            ("0.0.0.0", "0.0.0.0"),
+            ("::", "::"),
+            ("localhost", "0.0.0.0"),
+            ("0", "0.0.0.0"),
+            ("localhost", "::ffff:0.0.0.0"),
+        ] {
+            let refused = outbound.reachable(host, 80, addrs(&[ip])).unwrap_err();
+            assert_eq!(refused.class, "unspecified", "{host} → {ip}");
+            assert!(refused.never_allowed());
+        }
+        let loopback = outbound.reachable("localhost", 80, addrs(&["127.0.0.1", "::1"]));
+        assert_eq!(loopback, Ok(addrs(&["127.0.0.1", "::1"])));
+    }
+
+    #[test]
+    fn a_config_or_a_deploy_naming_an_unspecified_address_is_refused_with_its_line() {
+        let text = "listen = \"127.0.0.1:8080\"\n[[app]]\nname = \"a\"\ncomponent = \"a.wasm\"\n\
+                    outbound = [\"db.internal\", \"0.0.0.0:9000\", \"[::ffff:127.0.0.1]:9000\"]\n";
+        let errors = crate::parse(text, std::path::Path::new("wedge.toml"))
+            .unwrap_err()
+            .to_string();
+        let lines: Vec<&str> = errors.lines().collect();
+        assert_eq!(lines.len(), 2, "{errors}");
+        assert!(
+            lines[0].starts_with(
+                "wedge.toml:5: app[0].outbound[1]: `0.0.0.0:9000` is not an outbound host \
+                 pattern: 0.0.0.0 is the unspecified address"
+            ),
+            "{errors}"
+        );
+        assert!(
+            lines[1].starts_with("wedge.toml:5: app[0].outbound[2]: `[::ffff:127.0.0.1]:9000`"),
+            "{errors}"
+        );
+        assert!(
+            lines[1].ends_with("write `127.0.0.1:9000` to allow it"),
+            "{errors}"
+        );
+        let deployed = crate::parse_app("outbound = [\"[::]:80\"]\n", "config", "a", None);
+        let errors = deployed.unwrap_err().to_string();
+        assert!(errors.contains(":: is the unspecified address"), "{errors}");
     }
 }

@@ -24,6 +24,8 @@ pub struct OutboundArgs {
     /// outbound request is denied (the guest gets HTTP-request-denied). A name
     /// that resolves to a loopback, private, link-local or other special
     /// address is denied too, unless the pattern is that IP address or `localhost`.
+    /// A pattern may not be 0.0.0.0 or [::] (they reach this host), nor an IPv6
+    /// form of a special IPv4 address ([::ffff:127.0.0.1]: write 127.0.0.1).
     #[arg(long = "allow-outbound", value_name = "PATTERN")]
     pub allow_outbound: Vec<HostPattern>,
 

@@ -45,10 +45,15 @@ pub(super) enum ConnectError {
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ConnectError::Refused(Refused { address, class }) => write!(
-                f,
-                "it resolves to {address} ({class}), which --allow-outbound does not name"
-            ),
+            ConnectError::Refused(refused) => {
+                let Refused { address, class } = refused;
+                let why = if refused.never_allowed() {
+                    "which is never a destination (a connection to it reaches this host)"
+                } else {
+                    "which --allow-outbound does not name"
+                };
+                write!(f, "it resolves to {address} ({class}), {why}")
+            }
             ConnectError::Dns(err) => write!(f, "cannot resolve the name: {err}"),
             ConnectError::Timeout(after) => {
                 write!(
