@@ -232,10 +232,9 @@ fn exchange_raw(authority: &str, wire: Vec<u8>) -> Vec<u8> {
 }
 
 /// DESIGN 4.6, what wedge spends on a client's framing is the client's: a 4 MiB body
-/// in 64-octet chunks (65,536 of them) reaches an app with 30 ms of CPU time whole,
-/// coalesced, its decoding never on the guest's meter; the same body a byte per chunk
-/// spends the connection's chunk budget and is closed with no answer, and the app is
-/// not blamed for it.
+/// in 64-octet chunks (65,536 of them, each paying for itself) reaches the app whole;
+/// the same body a byte per chunk spends the connection's chunk budget and is closed
+/// with no answer, and the app is not blamed for it.
 #[test]
 fn a_clients_chunk_framing_is_budgeted_per_connection_and_never_billed_to_the_guest() {
     let server = Server::start(&example("upload"), &["--no-tls"]);

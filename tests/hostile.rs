@@ -56,10 +56,16 @@ fn reset_peak_rss(pid: u32) {
 
 /// The hostile app on `/` with `limits`, beside `hello` on `/n`.
 fn serve(limits: &str) -> Metered {
-    let wedge = Metered::start(&[
+    serve_with(limits, &[])
+}
+
+/// [`serve`] with `flags` added to `wedge serve`'s.
+fn serve_with(limits: &str, flags: &[&str]) -> Metered {
+    let apps = [
         app("hostile", "hostile", "/", limits),
         app("neighbour", "hello", "/n", ""),
-    ]);
+    ];
+    let wedge = Metered::start_with(&apps, flags);
     // Warm: both compiled and instantiated once before anything is measured.
     assert_eq!(get(&wedge, "/hello"), ("200".into(), "hello\n".into()));
     assert_eq!(get(&wedge, "/n").0, "200");
@@ -267,4 +273,54 @@ fn huge_random_lists_are_refused_within_the_host_memory_budget() {
     let outcome = attack(&wedge, "/random-hoard?max=20", 1);
     let cause = "exceeds limit 8388608";
     assert_stopped(&wedge, outcome, "500", cause, "trap", BUDGET + MARGIN);
+}
+
+#[test]
+fn a_guest_flooding_its_output_is_held_to_its_log_budget() {
+    let wedge = serve_with(
+        "log_rate = \"1KiB\"\nlog_burst = \"16KiB\"\n",
+        &["--access-log"],
+    );
+    // 100,000 lines of 100 bytes: 10 MB in the log unless the budget drops it.
+    let started = Instant::now();
+    let (answers, neighbour, _) = attack(&wedge, "/log-flood?lines=100000", 1);
+    let took = started.elapsed();
+    // Output is not a fault: the guest runs on, its excess is dropped.
+    let answer = (
+        "200".to_string(),
+        "survived: printed 100000 lines\n".to_string(),
+    );
+    assert_eq!(answers, [answer]);
+    assert!(
+        neighbour.iter().all(|status| status == "200"),
+        "{neighbour:?}"
+    );
+    // The access log line comes after everything the guest printed.
+    let log = wedge.server().wait_for_log("GET /log-flood 200");
+    let kept = log.lines().filter(|l| l.contains("[hostile] xxxx")).count() as u64;
+    let reports = log
+        .lines()
+        .filter(|l| l.contains("app `hostile`: guest output over its budget (1KiB/s, burst 16KiB)"))
+        .count() as u64;
+    let dropped = wedge.samples().get(
+        "wedge_guest_output_dropped_bytes_total",
+        &[("app", "hostile")],
+    ) as u64;
+    eprintln!("kept {kept} lines, dropped {dropped} bytes, {reports} reports in {took:?}");
+    assert_eq!(
+        kept * 100 + dropped,
+        10_000_000,
+        "every byte is logged or counted"
+    );
+    // At most the burst, the rate for as long as the attack took, and one line of debt.
+    let allowed = 16 * 1024 + 1024 * (took.as_secs() + 1) + 100;
+    assert!(
+        kept * 100 <= allowed,
+        "{kept} lines logged, {allowed} bytes allowed"
+    );
+    // One report at the first drop, then at most one a second.
+    assert!(
+        (1..=took.as_secs() + 1).contains(&reports),
+        "{reports} reports in {took:?}"
+    );
 }

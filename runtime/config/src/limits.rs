@@ -24,6 +24,13 @@ pub const DEFAULT_HOST_MEMORY: u64 = 16 * 1024 * 1024;
 /// Default live resources (handles) an instance may hold in the host: far below
 /// wasmtime's own default of a million, far above what a handler needs (tens).
 pub const DEFAULT_MAX_RESOURCES: u32 = 10_000;
+/// Default rate of guest stdout/stderr bytes forwarded to the log, per second and
+/// app: a debug print per request at thousands of requests a second, while an app
+/// printing in a loop writes at most ~5.5 GB a day instead of ~100 MB a second.
+pub const DEFAULT_LOG_RATE: u64 = 64 * 1024;
+/// Default guest output an app may write at once before `log_rate` applies: room
+/// for a large dump (a request body, a stack of traces) while debugging.
+pub const DEFAULT_LOG_BURST: u64 = 1024 * 1024;
 
 /// What one request of an app may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +48,11 @@ pub struct Limits {
     pub host_memory: u64,
     /// Resources (handles) one instance may hold in the host at once.
     pub max_resources: u32,
+    /// Guest stdout/stderr bytes a second the log takes from the app's instances,
+    /// all together; past it (and `log_burst`) lines are dropped and counted.
+    pub log_rate: u64,
+    /// Guest output the app may write at once before `log_rate` applies.
+    pub log_burst: u64,
     /// Whether and how instances serve more than one request.
     pub reuse: Reuse,
 }
@@ -79,6 +91,8 @@ impl Default for Limits {
             max_body: DEFAULT_MAX_BODY,
             host_memory: DEFAULT_HOST_MEMORY,
             max_resources: DEFAULT_MAX_RESOURCES,
+            log_rate: DEFAULT_LOG_RATE,
+            log_burst: DEFAULT_LOG_BURST,
             reuse: Reuse::default(),
         }
     }

@@ -407,6 +407,12 @@ fn limits(doc: &mut Doc, field: Option<Field>) -> (Limits, AdmissionLimits, Outb
         max_resources: take("max_resources")
             .and_then(|f| f.count(doc, 1))
             .unwrap_or(limits.max_resources),
+        log_rate: take("log_rate")
+            .and_then(|f| f.size(doc))
+            .unwrap_or(limits.log_rate),
+        log_burst: take("log_burst")
+            .and_then(|f| f.size(doc))
+            .unwrap_or(limits.log_burst),
         reuse: Reuse {
             requests: take("instance_reuse")
                 .and_then(|f| f.count(doc, 1))

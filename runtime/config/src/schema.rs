@@ -83,7 +83,8 @@ pub struct AppConfig {
     /// Where its requests come from; may be empty (an app reachable by no route).
     pub routes: Vec<Route>,
     /// `[app.limits]` memory, cpu_time, wall_time, max_body, host_memory,
-    /// max_resources, instance_reuse, instance_concurrency, instance_idle.
+    /// max_resources, log_rate, log_burst, instance_reuse, instance_concurrency,
+    /// instance_idle.
     pub limits: Limits,
     /// `[app.limits]` max_concurrent, queue, queue_timeout.
     pub admission: AdmissionLimits,

@@ -54,6 +54,16 @@ pub struct HostArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     max_resources: u32,
 
+    /// Guest stdout/stderr bytes a second wedge writes to its log for the app, all
+    /// its instances together (e.g. 64KiB); past it and --log-burst, lines are
+    /// dropped, reported once a second and counted in /metrics.
+    #[arg(long, default_value = "64KiB", value_parser = parse_size)]
+    log_rate: u64,
+
+    /// Guest output the app may write at once before --log-rate applies.
+    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+    log_burst: u64,
+
     /// Instances of the app running at once; more requests wait in a queue.
     #[arg(long, default_value_t = admission::DEFAULT_MAX_CONCURRENT,
           value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
@@ -139,6 +149,8 @@ impl HostArgs {
             max_body: self.max_body,
             host_memory: self.host_memory,
             max_resources: self.max_resources,
+            log_rate: self.log_rate,
+            log_burst: self.log_burst,
             reuse: Reuse {
                 requests: self.instance_reuse,
                 concurrency: self.instance_concurrency,

@@ -13,8 +13,10 @@ use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::admission::Admission;
 use super::cache::ArtifactCache;
+use super::guest_log::GuestOutput;
 use super::hooks::OutboundGate;
 use super::limits::Limits;
+use super::limits::guest_output::OutputBudget;
 use super::outbound::Outbound;
 use super::store::GuestState;
 use super::vars::GuestVars;
@@ -34,6 +36,8 @@ pub struct App {
     pub(crate) admission: Arc<Admission>,
     /// Where its requests, instances, faults and refusals are counted.
     pub(crate) metrics: Arc<AppMetrics>,
+    /// Where its guests' stdout and stderr go, within its output budget.
+    pub(crate) output: Arc<GuestOutput>,
     /// The environment variables and wasi:config values its guest sees.
     pub(crate) vars: GuestVars,
     pub(crate) pre: Pre,
@@ -119,12 +123,16 @@ impl App {
         } else {
             tracing::info!("compiled app `{name}` in {elapsed} ms");
         }
+        let name: Arc<str> = name.into();
+        let metrics = AppMetrics::detached();
+        let budget = OutputBudget::new(limits.log_rate, limits.log_burst);
         Ok(App {
-            name: name.into(),
+            output: Arc::new(GuestOutput::new(name.clone(), budget, metrics.clone())),
+            name,
             limits,
             outbound: Arc::new(OutboundGate::new(Outbound::default())),
             admission: Arc::new(Admission::new(Default::default())),
-            metrics: AppMetrics::detached(),
+            metrics,
             vars: GuestVars::default(),
             pre,
             workers: Default::default(),
@@ -162,6 +170,7 @@ impl App {
     /// Counts the app's requests, instances, faults and refusals in `metrics` (by
     /// default in series no registry reads). Versions of one app share one.
     pub fn with_metrics(mut self, metrics: Arc<AppMetrics>) -> App {
+        self.output = self.output.with_metrics(metrics.clone());
         self.metrics = metrics;
         self
     }

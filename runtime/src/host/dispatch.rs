@@ -166,7 +166,7 @@ impl App {
     {
         let mut store = new_store(
             self.pre.engine(),
-            &self.name,
+            &self.output,
             &self.limits,
             &self.outbound,
             &self.vars,

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
+use super::limits::Size;
 use super::store::GuestState;
 use crate::metrics::FaultKind;
 
@@ -142,18 +143,6 @@ fn is_resource_limit(err: &wasmtime::Error) -> bool {
 }
 
 /// A byte count as the config writes it: `16MiB`, `512KiB`, or bytes.
-struct Size(u64);
-
-impl fmt::Display for Size {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            n if n % (1 << 20) == 0 => write!(f, "{}MiB", n >> 20),
-            n if n % (1 << 10) == 0 => write!(f, "{}KiB", n >> 10),
-            n => write!(f, "{n} bytes"),
-        }
-    }
-}
-
 /// Keeps log lines to one line: wasmtime errors carry multi-line backtraces.
 fn one_line(text: &str) -> String {
     let first = text.lines().next().unwrap_or_default();

@@ -1,14 +1,19 @@
 //! Guest stdout/stderr, forwarded line by line to wedge's log and tagged with
-//! the app's name.
+//! the app's name, within the app's output budget (`limits::guest_output`).
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
 use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+
+use super::limits::Size;
+use super::limits::guest_output::OutputBudget;
+use crate::metrics::AppMetrics;
 
 /// Longest line kept before it is logged anyway, so a guest that never writes
 /// a newline cannot grow host memory.
@@ -21,16 +26,74 @@ pub enum Channel {
     Stderr,
 }
 
+/// Where one app's guest output goes: the log, within the app's budget, and the
+/// count of what the budget dropped.
+pub struct GuestOutput {
+    app: Arc<str>,
+    budget: Arc<OutputBudget>,
+    metrics: Arc<AppMetrics>,
+}
+
+impl GuestOutput {
+    pub fn new(app: Arc<str>, budget: OutputBudget, metrics: Arc<AppMetrics>) -> Self {
+        GuestOutput {
+            app,
+            budget: Arc::new(budget),
+            metrics,
+        }
+    }
+
+    pub fn app(&self) -> &Arc<str> {
+        &self.app
+    }
+
+    /// The same output and budget, counted in `metrics`.
+    pub fn with_metrics(self: &Arc<Self>, metrics: Arc<AppMetrics>) -> Arc<Self> {
+        Arc::new(GuestOutput {
+            app: self.app.clone(),
+            budget: self.budget.clone(),
+            metrics,
+        })
+    }
+
+    /// One line (without its newline), if the budget has room for it.
+    fn line(&self, channel: Channel, line: &[u8]) {
+        let bytes = line.len() as u64 + 1;
+        let verdict = self.budget.line(bytes, Instant::now());
+        let app = &*self.app;
+        if !verdict.kept {
+            self.metrics.guest_output_dropped(bytes);
+        }
+        if let Some(dropped) = verdict.report {
+            tracing::warn!(
+                "app `{app}`: guest output over its budget ({}/s, burst {}): \
+                 {dropped} bytes of stdout/stderr dropped",
+                Size(self.budget.rate()),
+                Size(self.budget.burst()),
+            );
+        }
+        if !verdict.kept {
+            return;
+        }
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim_end_matches('\r');
+        match channel {
+            Channel::Stdout => tracing::info!(target: "guest", "[{app}] {text}"),
+            Channel::Stderr => tracing::warn!(target: "guest", "[{app} stderr] {text}"),
+        }
+    }
+}
+
 /// A `StdoutStream` for one app and one channel.
 #[derive(Clone)]
 pub struct GuestLog {
-    app: Arc<str>,
+    output: Arc<GuestOutput>,
     channel: Channel,
 }
 
 impl GuestLog {
-    pub fn new(app: Arc<str>, channel: Channel) -> Self {
-        GuestLog { app, channel }
+    pub fn new(output: Arc<GuestOutput>, channel: Channel) -> Self {
+        GuestLog { output, channel }
     }
 
     fn writer(&self) -> LineWriter {
@@ -86,13 +149,7 @@ impl LineWriter {
     }
 
     fn emit(&mut self) {
-        let text = String::from_utf8_lossy(&self.line);
-        let text = text.trim_end_matches('\r');
-        let app = &*self.log.app;
-        match self.log.channel {
-            Channel::Stdout => tracing::info!(target: "guest", "[{app}] {text}"),
-            Channel::Stderr => tracing::warn!(target: "guest", "[{app} stderr] {text}"),
-        }
+        self.log.output.line(self.log.channel, &self.line);
         self.line.clear();
     }
 }

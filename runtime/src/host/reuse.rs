@@ -378,7 +378,7 @@ impl HandlerState for AppInstances {
         };
         let mut store = new_store(
             app.pre.engine(),
-            &app.name,
+            &app.output,
             &app.limits,
             &app.outbound,
             &app.vars,

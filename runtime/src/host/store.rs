@@ -10,7 +10,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_config::WasiConfig;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::guest_log::{Channel, GuestLog};
+use super::guest_log::{Channel, GuestLog, GuestOutput};
 use super::hooks::{GuestHooks, OutboundGate};
 use super::limits::Limits;
 use super::limits::cpu::CpuMeter;
@@ -99,7 +99,7 @@ fn meter_at_transitions(store: &mut Store<GuestState>) {
 /// and variables installed.
 pub fn new_store(
     engine: &wasmtime::Engine,
-    app: &Arc<str>,
+    output: &Arc<GuestOutput>,
     limits: &Limits,
     outbound: &Arc<OutboundGate>,
     vars: &GuestVars,
@@ -110,8 +110,8 @@ pub fn new_store(
     // bytes in one call, guest data copied into one host call (hostcall fuel).
     let wasi = WasiCtx::builder()
         .envs(&vars.env)
-        .stdout(GuestLog::new(app.clone(), Channel::Stdout))
-        .stderr(GuestLog::new(app.clone(), Channel::Stderr))
+        .stdout(GuestLog::new(output.clone(), Channel::Stdout))
+        .stderr(GuestLog::new(output.clone(), Channel::Stderr))
         .max_random_size(limits.host_memory)
         .build();
     let mut table = ResourceTable::new();
@@ -120,7 +120,7 @@ pub fn new_store(
         wasi,
         http: WasiHttpCtx::new(),
         table,
-        hooks: GuestHooks::new(app.clone(), outbound.clone()),
+        hooks: GuestHooks::new(output.app().clone(), outbound.clone()),
         vars: vars.clone(),
         limiter: MemoryLimiter {
             limit: limits.memory,

@@ -93,6 +93,7 @@ pub(super) struct Families {
     instances_created: Family<AppLabels, Counter>,
     faults: Family<FaultLabels, Counter>,
     refused: Family<AppLabels, Counter>,
+    output_dropped: Family<AppLabels, Counter>,
 }
 
 impl Families {
@@ -106,6 +107,7 @@ impl Families {
             instances_created: Family::default(),
             faults: Family::default(),
             refused: Family::default(),
+            output_dropped: Family::default(),
         }
     }
 
@@ -155,6 +157,12 @@ impl Families {
             "Requests refused with 503 because all of the app's instances were busy and its queue full or too slow, by app",
             families.refused.clone(),
         );
+        registry.register_with_unit(
+            "guest_output_dropped",
+            "Guest stdout/stderr bytes not written to the log because the app was over its output budget (log_rate, log_burst), by app",
+            Unit::Bytes,
+            families.output_dropped.clone(),
+        );
         families
     }
 
@@ -185,6 +193,7 @@ impl Families {
             instances_created: self.instances_created.get_or_create_owned(&app),
             faults,
             refused: self.refused.get_or_create_owned(&app),
+            output_dropped: self.output_dropped.get_or_create_owned(&app),
         })
     }
 }
@@ -202,6 +211,7 @@ pub struct AppMetrics {
     instances_created: Counter,
     faults: [Counter; FaultKind::ALL.len()],
     refused: Counter,
+    output_dropped: Counter,
 }
 
 impl AppMetrics {
@@ -241,5 +251,10 @@ impl AppMetrics {
     /// A request refused by admission (503).
     pub fn refused(&self) {
         self.refused.inc();
+    }
+
+    /// The app's guest output budget dropped `bytes` of stdout/stderr.
+    pub fn guest_output_dropped(&self, bytes: u64) {
+        self.output_dropped.inc_by(bytes);
     }
 }
