@@ -15,7 +15,8 @@ fn config(apps: &str) -> PathBuf {
     let text = apps
         .replace("{hello}", &example("hello").display().to_string())
         .replace("{echo}", &example("echo").display().to_string())
-        .replace("{faults}", &example("faults").display().to_string());
+        .replace("{faults}", &example("faults").display().to_string())
+        .replace("{json_api}", &example("json_api").display().to_string());
     let path = dir.join("wedge.toml");
     std::fs::write(&path, format!("listen = \"127.0.0.1:0\"\n\n{text}")).unwrap();
     path
@@ -309,4 +310,48 @@ routes = ["loose.localhost/"]
         get(&server, "loose.localhost", "/sleep?ms=400"),
         ("200".into(), "slept 400\n".into())
     );
+}
+
+/// Issue 17 item 6: an app on a path route keeps the whole path and learns its mount
+/// point from `x-wedge-base-path`; the SDK router matches below it, so the obvious
+/// app (`/items`) answers `/api/items`, and its links start with `/api`. A client
+/// cannot say where an app is mounted: its own field is dropped.
+#[test]
+fn an_app_on_a_path_route_learns_where_it_is_mounted() {
+    let path = config(
+        r#"
+[[app]]
+name = "api"
+component = "{json_api}"
+routes = ["/api"]
+
+[[app]]
+name = "root"
+component = "{json_api}"
+routes = ["/"]
+"#,
+    );
+    let server = serve(&path);
+    let (status, body) = get(&server, "x", "/api/items/2");
+    assert_eq!(status, "200", "{body}");
+    assert!(body.contains("coffee"), "{body}");
+    let out = curl(&[
+        "--include",
+        "--json",
+        r#"{"name": "mate", "price_cents": 300}"#,
+        &format!("{}/api/items", server.url),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HTTP/1.1 201"), "{text}");
+    assert!(text.contains("location: /api/items/3\r\n"), "{text}");
+    // On `/` there is no base path, whatever the client claims.
+    let out = curl(&[
+        "--write-out",
+        "\n%{http_code}",
+        "--header",
+        "x-wedge-base-path: /items",
+        &format!("{}/items/1", server.url),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.ends_with("\n200") && text.contains("tea"), "{text}");
 }

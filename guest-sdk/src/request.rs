@@ -81,6 +81,43 @@ impl Request {
         self.uri.path()
     }
 
+    /// Where the app is mounted: the path prefix of the wedge route that reached
+    /// it (`/api` for an app on the route `/api` or `example.com/api`), or `""` for
+    /// an app on `/`. wedge says it in the `x-wedge-base-path` field, dropping
+    /// any a client sent. Links and redirects the app makes start with it.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Request, Response};
+    /// async fn handle(req: Request) -> Response {
+    ///     let login = format!("{}/login", req.base_path());
+    ///     Response::new(303).with_header("location", login)
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
+    pub fn base_path(&self) -> &str {
+        self.header(BASE_PATH)
+            .filter(|base| below(self.path(), base).is_some())
+            .unwrap_or("")
+    }
+
+    /// The path below where the app is mounted, what a [`Router`](crate::Router)
+    /// matches: `/users/7` for `/api/users/7` on `/api`, `/` for `/api`; the whole
+    /// path for an app on `/`.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Request, Response};
+    /// async fn handle(req: Request) -> Response {
+    ///     Response::text(format!("{} within the app\n", req.app_path()))
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
+    pub fn app_path(&self) -> &str {
+        let path = self.path();
+        self.header(BASE_PATH)
+            .and_then(|base| below(path, base))
+            .unwrap_or(path)
+    }
+
     /// The URI query without the `?`, e.g. `ms=50` for `/sleep?ms=50`, or
     /// `None` when the URI has no `?`. Not decoded; see
     /// [`Request::query_param`] for decoded values.
@@ -629,6 +666,21 @@ pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
         .trim()
         .parse()
         .ok()
+}
+
+/// The request field wedge sets to the path prefix an app is mounted on.
+const BASE_PATH: &str = "x-wedge-base-path";
+
+/// `path` below `base` on a segment boundary (`/` for `base` itself), if it is there.
+fn below<'p>(path: &'p str, base: &str) -> Option<&'p str> {
+    if !base.starts_with('/') || base.ends_with('/') {
+        return None;
+    }
+    match path.strip_prefix(base)? {
+        "" => Some("/"),
+        rest if rest.starts_with('/') => Some(rest),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,10 @@ type Handler = Box<dyn Fn(Request) -> Pin<Box<dyn Future<Output = Response>>>>;
 /// Dispatches requests to async handlers by method and path pattern.
 ///
 /// A pattern is a path whose segments are literal (`/items`) or parameters
-/// (`/items/:id`, read with [`Request::param`]). Matching is per segment and
+/// (`/items/:id`, read with [`Request::param`]), relative to where the app is
+/// mounted: an app on the wedge route `/api` matches `/api/items` with the
+/// pattern `/items` ([`Request::app_path`]); [`Router::nest`] mounts a router
+/// under a prefix of its own. Matching is per segment and
 /// exact (`/items/` does not match `/items`). When several patterns match,
 /// literal segments win over parameters, left to right: `/users/me` beats
 /// `/users/:id` for `/users/me`. Then the method picks the handler:
@@ -64,10 +67,17 @@ struct Route {
     handler: Handler,
 }
 
-#[derive(PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 enum Segment {
     Literal(String),
     Param(String),
+}
+
+impl Segment {
+    /// The one segment of the pattern `/`.
+    fn is_empty(&self) -> bool {
+        matches!(self, Segment::Literal(l) if l.is_empty())
+    }
 }
 
 impl Router {
@@ -198,6 +208,33 @@ impl Router {
         self.route(Method::DELETE, pattern, handler)
     }
 
+    /// Serve `router`'s routes under `prefix`: `/users/:id` nested at `/admin`
+    /// matches `/admin/users/7`. A nested route keeps its method and handler, and
+    /// its parameters join the prefix's (`/orgs/:org`).
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Request, Response, Router};
+    /// async fn users(_req: Request) -> Response { Response::text("users\n") }
+    /// async fn handle(req: Request) -> Response {
+    ///     let admin = Router::new().get("/users", users);
+    ///     Router::new().nest("/admin", admin).handle(req).await
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
+    pub fn nest(mut self, prefix: &str, router: Router) -> Self {
+        let prefix = parse_pattern(prefix.trim_end_matches('/'));
+        let prefix: Vec<&Segment> = prefix.iter().filter(|s| !s.is_empty()).collect();
+        for route in router.routes {
+            let mut pattern: Vec<Segment> = prefix.iter().map(|s| (*s).clone()).collect();
+            // The nested router's `/` is the prefix itself.
+            if !(route.pattern.len() == 1 && route.pattern[0].is_empty()) || pattern.is_empty() {
+                pattern.extend(route.pattern);
+            }
+            self.routes.push(Route { pattern, ..route });
+        }
+        self
+    }
+
     /// Answer `req` with the handler of the route it matches (its path
     /// parameters set on the request), or with `404` / `405`.
     ///
@@ -210,7 +247,7 @@ impl Router {
     /// # wedge_sdk::export_handler!(handle);
     /// ```
     pub async fn handle(&self, mut req: Request) -> Response {
-        let segments = split(req.path());
+        let segments = split(req.app_path());
         let Some(best) = self
             .routes
             .iter()
@@ -348,7 +385,17 @@ mod tests {
 
     /// Status, `allow` header and body of `method path` through `router`.
     fn call(router: &Router, method: Method, path: &str) -> (u16, Option<String>, String) {
-        let req = Request::for_test(method, path, &[], Body::from_chunks(vec![], None));
+        call_mounted(router, method, path, &[])
+    }
+
+    /// [`call`] with request `fields` (e.g. the base path wedge sets).
+    fn call_mounted(
+        router: &Router,
+        method: Method,
+        path: &str,
+        fields: &[(&str, &str)],
+    ) -> (u16, Option<String>, String) {
+        let req = Request::for_test(method, path, fields, Body::from_chunks(vec![], None));
         let (status, fields, body) = run(router.handle(req)).into_parts();
         let allow = fields
             .iter()
@@ -420,6 +467,54 @@ mod tests {
     fn handler_errors_become_responses() {
         let (status, _, body) = call(&router(), Method::POST, "/fail");
         assert_eq!((status, body.as_str()), (418, "teapot\n"));
+    }
+
+    #[test]
+    fn routes_match_below_the_path_the_app_is_mounted_on() {
+        let on_api = [("x-wedge-base-path", "/api")];
+        let r = router();
+        let call = |path| call_mounted(&r, Method::GET, path, &on_api);
+        assert_eq!(call("/api/users/7").2, "GET id=7");
+        assert_eq!(call("/api").2, "fixed");
+        assert_eq!(call("/api/").2, "fixed");
+        // The 404 names the path as sent.
+        assert_eq!(call("/api/nope").2, "no route for /api/nope\n");
+        // A base that is not the path's prefix on a segment boundary is ignored.
+        let odd = [("x-wedge-base-path", "/us")];
+        assert_eq!(
+            call_mounted(&r, Method::GET, "/users/7", &odd).2,
+            "GET id=7"
+        );
+    }
+
+    #[test]
+    fn nested_routers_serve_under_their_prefix() {
+        let admin = Router::new()
+            .get("/", fixed)
+            .get("/users/:id", show)
+            .delete("/users/:id", show);
+        let r = Router::new()
+            .get("/users/:id", fixed)
+            .nest("/admin/", admin)
+            .nest("/orgs/:name", Router::new().get("/users/:id", show));
+        assert_eq!(call(&r, Method::GET, "/admin").2, "fixed");
+        assert_eq!(call(&r, Method::GET, "/admin/users/7").2, "GET id=7");
+        assert_eq!(call(&r, Method::DELETE, "/admin/users/7").2, "DELETE id=7");
+        assert_eq!(call(&r, Method::GET, "/users/7").2, "fixed");
+        assert_eq!(
+            call(&r, Method::GET, "/orgs/acme/users/7").2,
+            "GET id=7 name=acme"
+        );
+        let on_api = [("x-wedge-base-path", "/api")];
+        let (status, _, body) = call_mounted(&r, Method::GET, "/api/admin/users/8", &on_api);
+        assert_eq!((status, body.as_str()), (200, "GET id=8"));
+        assert_eq!(
+            format!(
+                "{:?}",
+                Router::new().nest("/", Router::new().get("/", fixed))
+            ),
+            "[GET /]"
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! - `GET /items` — the items as a JSON array;
 //! - `GET /items/:id` — one item, or `404 {"error": ...}`; a non-numeric id is `400`;
 //! - `POST /items` with `{"name": string, "price_cents": number}` — `201` with the
-//!   created item (the next id), `location: /items/<id>`; invalid JSON or a failed
+//!   created item (the next id), `location: /items/<id>` (below the app's mount
+//!   point: `/api/items/<id>` on the route `/api`); invalid JSON or a failed
 //!   validation (blank or over-long name, price over 1 000 000) is
 //!   `400 {"error": ...}`, a body over 16 KiB `413 {"error": ...}`.
 //!
@@ -76,6 +77,8 @@ async fn show(store: Shared, req: Request) -> Result<Response, Error> {
 }
 
 async fn create(store: Shared, req: Request) -> Result<Response, Error> {
+    // The item's URL is below where the app is mounted (`/api/items/3` on `/api`).
+    let items = format!("{}/items", req.base_path());
     let new: NewItem = req.json(MAX_BODY).await?;
     let name = new.name.trim();
     if name.is_empty() || name.chars().count() > MAX_NAME {
@@ -99,7 +102,7 @@ async fn create(store: Shared, req: Request) -> Result<Response, Error> {
     };
     let response = Response::json(&item)
         .with_status(201)
-        .with_header("location", format!("/items/{id}"));
+        .with_header("location", format!("{items}/{id}"));
     store.items.push(item);
     Ok(response)
 }

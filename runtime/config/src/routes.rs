@@ -96,6 +96,13 @@ fn parse_path(path: &str) -> Result<String, &'static str> {
     })
 }
 
+impl Route {
+    /// The path prefix: `/`, or segments without a trailing `/`.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+}
+
 impl fmt::Display for Route {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.host {

@@ -33,5 +33,5 @@ pub use engine::{PoolConfig, build_engine};
 pub use fault::Fault;
 pub use limits::Limits;
 pub use routes::{DuplicateRoute, Route, RouteTable};
-pub use site::{Directory, Site, Tenant};
+pub use site::{Directory, Mount, Site, Tenant};
 pub use slot::{AppSlot, Serving};

@@ -5,6 +5,8 @@
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
+use http::HeaderValue;
+
 use super::routes::{DuplicateRoute, Route, RouteTable};
 use super::slot::{AppSlot, Serving};
 
@@ -45,21 +47,50 @@ impl fmt::Debug for Tenant {
     }
 }
 
+/// Where a request goes: the app, and where the route it matched mounts it.
+#[derive(Clone)]
+pub struct Mount {
+    pub tenant: Arc<Tenant>,
+    /// The route's path prefix (`/api` for `/api` or `example.com/api`), as the
+    /// `x-wedge-base-path` request field the guest sees; `None` when it is `/`.
+    pub base_path: Option<HeaderValue>,
+}
+
+impl Mount {
+    fn new(tenant: Arc<Tenant>, route: &Route) -> Mount {
+        let base_path = (route.path() != "/").then(|| {
+            // Route paths hold no whitespace or control characters.
+            HeaderValue::from_str(route.path()).expect("a route path is a field value")
+        });
+        Mount { tenant, base_path }
+    }
+}
+
+/// Names the app in route conflicts.
+impl fmt::Display for Mount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.tenant.fmt(f)
+    }
+}
+
 /// The apps of a site and the routes to them.
 pub struct Directory {
-    routes: RouteTable<Arc<Tenant>>,
+    routes: RouteTable<Mount>,
     tenants: Vec<Arc<Tenant>>,
 }
 
 impl Directory {
     /// `apps` with their routes; a route claimed twice is an error naming both apps.
-    pub fn new(
-        apps: Vec<(Arc<Tenant>, Vec<Route>)>,
-    ) -> Result<Self, Vec<DuplicateRoute<Arc<Tenant>>>> {
+    pub fn new(apps: Vec<(Arc<Tenant>, Vec<Route>)>) -> Result<Self, Vec<DuplicateRoute<Mount>>> {
         let tenants = apps.iter().map(|(tenant, _)| tenant.clone()).collect();
         let routes = apps
             .into_iter()
-            .flat_map(|(tenant, routes)| routes.into_iter().map(move |r| (r, tenant.clone())))
+            .flat_map(|(tenant, routes)| {
+                routes.into_iter().map(move |route| {
+                    let mount = Mount::new(tenant.clone(), &route);
+                    (route, mount)
+                })
+            })
             .collect();
         Ok(Directory {
             routes: RouteTable::new(routes)?,
@@ -117,7 +148,7 @@ impl Site {
     }
 
     /// The app for a request to `host` and `path`; `None` when no route matches.
-    pub fn route(&self, host: Option<&str>, path: &str) -> Option<Arc<Tenant>> {
+    pub fn route(&self, host: Option<&str>, path: &str) -> Option<Mount> {
         self.directory().routes.lookup(host, path).cloned()
     }
 }
@@ -140,7 +171,7 @@ mod tests {
     }
 
     fn routed(site: &Site, host: Option<&str>, path: &str) -> Option<String> {
-        site.route(host, path).map(|t| t.name().to_string())
+        site.route(host, path).map(|m| m.tenant.name().to_string())
     }
 
     #[test]
@@ -170,6 +201,25 @@ mod tests {
         site.replace(Directory::single(tenant("v2")));
         assert_eq!(routed(&site, None, "/").as_deref(), Some("v2"));
         assert_eq!(held.tenants()[0].name(), "v1");
+    }
+
+    #[test]
+    fn a_request_learns_the_path_its_route_mounts_the_app_on() {
+        let site = Site::new(
+            Directory::new(vec![
+                (tenant("api"), routes(&["/api", "api.example.com/v2/"])),
+                (tenant("site"), routes(&["/", "www.example.com/"])),
+            ])
+            .unwrap(),
+        );
+        let base = |host, path| {
+            let mount = site.route(host, path).unwrap();
+            mount.base_path.map(|v| v.to_str().unwrap().to_string())
+        };
+        assert_eq!(base(None, "/api/users").as_deref(), Some("/api"));
+        assert_eq!(base(Some("api.example.com"), "/v2").as_deref(), Some("/v2"));
+        assert_eq!(base(None, "/apiary"), None);
+        assert_eq!(base(Some("www.example.com"), "/api/x"), None);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode, header};
+use http::{HeaderName, Request, Response, StatusCode, header};
 use http_body::Body;
 
 use super::access_log::AccessLog;
@@ -13,6 +13,10 @@ use super::tally::{TalliedBody, Tally};
 use crate::host::admission::Abandoned;
 use crate::host::{RequestScheme, ResponseBody, Site, plain};
 use crate::metrics::{CloseReason, Metrics, Open, Protocol, WorkerMetrics};
+
+/// The request field that tells an app the path prefix of the route that reached it
+/// (`/api` for an app on `/api`; absent on `/`). The path itself is left whole.
+pub const BASE_PATH: HeaderName = HeaderName::from_static("x-wedge-base-path");
 
 /// One listener's way to the apps; cheap to clone per connection.
 #[derive(Clone)]
@@ -94,7 +98,7 @@ impl Frontend {
     /// current now), or 404 when no route matches.
     pub async fn respond<B>(
         &self,
-        request: Request<B>,
+        mut request: Request<B>,
         scheme: RequestScheme,
     ) -> Response<TalliedBody>
     where
@@ -106,7 +110,7 @@ impl Frontend {
         }
         let mut tally = Tally::begin(self.access_log, self.metrics.as_ref(), &request);
         let host = authority(&request);
-        let Some(tenant) = self.site.route(host, request.uri().path()) else {
+        let Some(mount) = self.site.route(host, request.uri().path()) else {
             if let Some(metrics) = &self.metrics {
                 metrics.unrouted(Protocol::of(request.version()));
             }
@@ -117,6 +121,13 @@ impl Frontend {
             );
             return self.finish(plain(StatusCode::NOT_FOUND, text), tally);
         };
+        let tenant = mount.tenant;
+        // Only wedge says where an app is mounted: a client's own value is dropped.
+        let fields = request.headers_mut();
+        fields.remove(BASE_PATH);
+        if let Some(base_path) = mount.base_path {
+            fields.insert(BASE_PATH, base_path);
+        }
         let serving = tenant.slot().current();
         if let Some(tally) = &mut tally {
             tally.set_app(&tenant, &serving);
