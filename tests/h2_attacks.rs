@@ -309,3 +309,45 @@ async fn a_response_stalled_past_its_wall_time_is_reset() {
         }
     }
 }
+
+/// Issue 18: RFC 9113 §5.3.1, a stream cannot depend on itself; on an idle stream,
+/// which cannot be reset (§6.4), it ends the connection. Sent only after a response
+/// was read whole, so it does not matter when it arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_making_an_idle_stream_depend_on_itself_ends_the_connection() {
+    let server = binary().await;
+    let mut raw = attacker(&server).await;
+    raw.get(1, "/stdout");
+    raw.flush().await;
+    let frames = raw.response_end(1).await;
+    let head = frames.iter().find(|f| f.kind == FrameType::Headers as u8);
+    assert_eq!(raw.status(head.expect("a response head")), "200");
+    raw.frame(FrameType::Priority as u8, 0, 3, &[0, 0, 0, 3, 16]);
+    raw.flush().await;
+    assert_eq!(raw.goaway().await, ErrorCode::ProtocolError);
+    still_serves(&server).await;
+}
+
+/// Issue 18: on the cleartext port, a connection that starts the HTTP/2 preface
+/// (`PRI ` is reserved for it) and then goes wrong is refused as HTTP/2 (GOAWAY
+/// PROTOCOL_ERROR), never answered as HTTP/1.1; `PRIX` is an HTTP/1.1 method.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_preface_on_the_cleartext_port_gets_goaway_not_an_http1_answer() {
+    let server = binary().await;
+    for wire in [
+        &b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n"[..],
+        b"PRI * HTTP/1.1\r\n\r\n",
+    ] {
+        let mut raw = attacker(&server).await;
+        raw.out.clear();
+        raw.out.extend_from_slice(wire);
+        raw.flush().await;
+        assert_eq!(raw.goaway().await, ErrorCode::ProtocolError);
+    }
+    let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+    std::io::Write::write_all(&mut stream, b"PRIX / HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let mut answer = [0u8; 12];
+    std::io::Read::read_exact(&mut stream, &mut answer).unwrap();
+    assert!(answer.starts_with(b"HTTP/1.1 "), "{answer:?}");
+    still_serves(&server).await;
+}

@@ -7,6 +7,12 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 /// The client connection preface of RFC 9113 §3.4.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
+/// Bytes of the preface that make a connection HTTP/2 even if what follows is not the
+/// rest of it: `PRI` is reserved for the preface and no HTTP/1.1 method (§3.4,
+/// §11.6), so a broken preface is the HTTP/2 engine's to refuse (GOAWAY
+/// PROTOCOL_ERROR), not an HTTP/1.1 `400`.
+const H2_ONLY: usize = b"PRI ".len();
+
 /// What the first bytes of a cleartext connection say it speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cleartext {
@@ -21,8 +27,13 @@ pub async fn sniff<IO: AsyncRead + Unpin>(io: &mut IO) -> std::io::Result<(Clear
     let mut seen = BytesMut::with_capacity(H2_PREFACE.len());
     loop {
         let compared = seen.len().min(H2_PREFACE.len());
-        if seen[..compared] != H2_PREFACE[..compared] {
-            return Ok((Cleartext::H1, seen.freeze()));
+        if let Some(diverged) = (0..compared).find(|&i| seen[i] != H2_PREFACE[i]) {
+            let protocol = if diverged >= H2_ONLY {
+                Cleartext::H2c
+            } else {
+                Cleartext::H1
+            };
+            return Ok((protocol, seen.freeze()));
         }
         if seen.len() >= H2_PREFACE.len() {
             return Ok((Cleartext::H2c, seen.freeze()));
@@ -73,6 +84,21 @@ mod tests {
         let (kind, bytes) = sniff_chunks(&[b"PRI * HT", b"TP/2.0\r\n\r\nSM\r\n\r\n\0\0"]).await;
         assert_eq!(kind, Cleartext::H2c);
         assert!(bytes.starts_with(H2_PREFACE));
+    }
+
+    #[tokio::test]
+    async fn a_preface_that_goes_wrong_after_pri_is_h2c_for_the_engine_to_refuse() {
+        for wire in [
+            &b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n"[..],
+            b"PRI * HTTP/1.1\r\n\r\n",
+            b"PRI /",
+        ] {
+            let (kind, bytes) = sniff_chunks(&[wire]).await;
+            assert_eq!(kind, Cleartext::H2c, "{}", String::from_utf8_lossy(wire));
+            assert_eq!(bytes, wire);
+        }
+        let (kind, _) = sniff_chunks(&[b"PRIX / HTTP/1.1\r\n\r\n"]).await;
+        assert_eq!(kind, Cleartext::H1);
     }
 
     #[tokio::test]

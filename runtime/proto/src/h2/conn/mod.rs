@@ -245,11 +245,15 @@ impl Connection {
                         return Err(ErrorCode::ProtocolError);
                     }
                     if self.is_idle(id) {
-                        if head.frame_type() != Some(frame::FrameType::Priority) {
+                        // No RST_STREAM on an idle stream (§6.4). A PRIORITY of the wrong
+                        // size is forgotten: the stream may still open, and PRIORITY
+                        // carries nothing we use. One making the stream depend on itself
+                        // (§5.3.1) must not pass unanswered, and cannot be reset: the
+                        // connection error the RFC allows for any stream error.
+                        let priority = head.frame_type() == Some(frame::FrameType::Priority);
+                        if !priority || code == ErrorCode::ProtocolError {
                             return Err(ErrorCode::ProtocolError);
                         }
-                        // No RST_STREAM on an idle stream (§6.4), and nothing remembered:
-                        // the stream may still open. PRIORITY carries nothing we use.
                         continue;
                     }
                     self.stream_error(id, code, out, events)?;

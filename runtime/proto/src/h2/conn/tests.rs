@@ -1248,6 +1248,23 @@ fn a_malformed_priority_on_an_idle_stream_resets_nothing() {
     assert_eq!(peer.requests().len(), 1);
 }
 
+/// RFC 9113 §5.3.1: a stream cannot depend on itself. On an idle stream there is
+/// nothing to reset (§6.4), so it ends the connection, with or without a stream
+/// answered before it.
+#[test]
+fn a_priority_making_an_idle_stream_depend_on_itself_is_a_connection_error() {
+    for answered_first in [false, true] {
+        let mut peer = Peer::new();
+        if answered_first {
+            peer.get(1, &[], EH | ES);
+            assert_eq!(peer.requests().len(), 1);
+            peer.sent();
+        }
+        peer.send(&wire(PRIORITY, 0, 9, &[0, 0, 0, 9, 16]));
+        assert_eq!(peer.expect_goaway().1, ErrorCode::ProtocolError);
+    }
+}
+
 #[test]
 fn a_stream_error_before_the_first_settings_is_a_connection_error() {
     let mut out = Vec::new();
