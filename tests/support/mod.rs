@@ -144,14 +144,27 @@ impl Server {
     /// tests build into one target dir, so dependencies build once per run (give
     /// each test's crate its own name: the component's file is named after it).
     pub fn dev(dir: &Path, args: &[&str]) -> Server {
-        let mut command = Command::new(wedge_bin());
+        Self::dev_via(&[], dir, args, &temp_dir("dev-data"))
+    }
+
+    /// Like `dev`, with a given data directory, run through `prefix` (a command that
+    /// runs the rest elsewhere, e.g. `nsenter ... --` into a network namespace).
+    pub fn dev_via(prefix: &[&str], dir: &Path, args: &[&str], data_dir: &Path) -> Server {
+        let mut command = match prefix.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(wedge_bin());
+                command
+            }
+            None => Command::new(wedge_bin()),
+        };
         command
             .arg("dev")
             .arg(dir)
             .args(["--port", "0", "--tls-port", "0"])
             .args(args)
             .env("CARGO_TARGET_DIR", repo().join("target/guest-tests"));
-        Self::launch(command, &temp_dir("dev-data"))
+        Self::launch(command, data_dir)
     }
 
     /// Runs `wedge serve TARGET --listen 127.0.0.1:0 --no-tls ARGS...` until it

@@ -85,8 +85,11 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
     let target = Target::resolve(target)?;
     let registry = args.registry.registry(&args.host.data_dir());
     let addresses = Addresses {
-        plain: Some(args.listen),
-        tls: (!args.no_tls).then_some(args.tls_listen),
+        plain: vec![args.listen],
+        tls: (!args.no_tls)
+            .then_some(args.tls_listen)
+            .into_iter()
+            .collect(),
         tls_host: None,
         pem: args.host.pem(),
     };
@@ -125,8 +128,8 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
 fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<()> {
     let config: Config = config::load(path)?;
     let addresses = Addresses {
-        plain: config.listen,
-        tls: config.tls.as_ref().map(|tls| tls.listen),
+        plain: config.listen.into_iter().collect(),
+        tls: config.tls.iter().map(|tls| tls.listen).collect(),
         tls_host: None,
         pem: config
             .tls
@@ -134,7 +137,7 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
             .and_then(|tls| tls.pem.as_ref())
             .map(|pem| (pem.cert.clone(), pem.key.clone())),
     };
-    if addresses.plain.is_none() && addresses.tls.is_none() {
+    if addresses.plain.is_empty() && addresses.tls.is_empty() {
         bail!(
             "{}: no listener: set `listen` and/or `tls_listen`",
             path.display()

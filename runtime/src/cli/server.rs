@@ -35,10 +35,11 @@ pub struct Host {
     pub readiness: Arc<Readiness>,
 }
 
-/// Where to listen, and how to name the TLS address in URLs.
+/// Where to listen, and how to name the TLS address in URLs. Each kind listens on
+/// one port: its first address's (port 0 resolved); none turns it off.
 pub struct Addresses {
-    pub plain: Option<SocketAddr>,
-    pub tls: Option<SocketAddr>,
+    pub plain: Vec<SocketAddr>,
+    pub tls: Vec<SocketAddr>,
     /// Printed instead of the TLS address's IP (e.g. `localhost`, which the
     /// development certificate names).
     pub tls_host: Option<&'static str>,
@@ -82,7 +83,7 @@ where
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let h3 = args.h3.to_config().filter(|_| addresses.tls.is_some());
+    let h3 = args.h3.to_config().filter(|_| !addresses.tls.is_empty());
     // Operator certificates are input: check them before anything else runs.
     let operator_key = match &addresses.pem {
         Some((cert, key)) => Some(cert::load_pem(cert, key)?),
@@ -108,10 +109,9 @@ where
         })
         .await?;
         readiness.apps_loaded();
-        let key = match addresses.tls {
-            Some(_) => Some(certified_key(operator_key, &data_dir)?),
-            None => None,
-        };
+        let key = (!addresses.tls.is_empty())
+            .then(|| certified_key(operator_key, &data_dir))
+            .transpose()?;
         let acceptor = key.as_ref().map(tls::acceptor).transpose()?;
         let h3 = match (h3, &key) {
             (Some(config), Some(key)) => Some(H3Server {
@@ -160,8 +160,9 @@ where
 /// Binds `addresses` once per worker (`--workers`): the first set opens the ports
 /// (port 0 resolved), the others join them.
 fn bind_workers(addresses: &Addresses, h3: bool, args: &HostArgs) -> Result<Vec<Listeners>> {
-    let first =
-        Listeners::bind(addresses.plain, addresses.tls, h3)?.with_limits(args.conn.to_limits());
+    let first = Listeners::bind(addresses.plain.clone(), addresses.tls.clone(), h3)?
+        .with_limits(args.conn.to_limits());
+    tracing::debug!("listening on {:?}", first.addrs());
     let mut sets = Vec::with_capacity(args.workers());
     for _ in 1..args.workers() {
         sets.push(first.join()?);

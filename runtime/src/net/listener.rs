@@ -1,10 +1,13 @@
 //! The listeners: cleartext TCP (HTTP/1.1, or h2c by its preface), TLS (HTTP/1.1 or
-//! h2 by ALPN) and, on the TLS port number over UDP, HTTP/3 (QUIC). Each accepted
-//! connection is handed to its protocol driver; on shutdown the listeners close and
-//! connections drain.
+//! h2 by ALPN) and, on the TLS port number over UDP, HTTP/3 (QUIC). Each kind may
+//! listen on several addresses (`localhost` is 127.0.0.1 and ::1) on one port. Each
+//! accepted connection is handed to its protocol driver; on shutdown the listeners
+//! close and connections drain.
 
+use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -56,12 +59,12 @@ impl Default for ConnLimits {
 
 /// One worker's bound listeners, not yet accepting. Plain sockets, so they can be
 /// bound on one thread and served on a worker's: `serve` registers them with the
-/// runtime it runs on.
+/// runtime it runs on. Each kind's sockets share one port.
 pub struct Listeners {
-    plain: Option<std::net::TcpListener>,
-    tls: Option<std::net::TcpListener>,
-    /// HTTP/3's socket: the TLS address, over UDP.
-    quic: Option<std::net::UdpSocket>,
+    plain: Vec<std::net::TcpListener>,
+    tls: Vec<std::net::TcpListener>,
+    /// HTTP/3's sockets: the TLS addresses, over UDP.
+    quic: Vec<std::net::UdpSocket>,
     limits: ConnLimits,
 }
 
@@ -83,25 +86,103 @@ struct Shared {
     shutdown: watch::Receiver<bool>,
 }
 
-fn bind(addr: SocketAddr, share: Share) -> Result<std::net::TcpListener> {
-    reuseport::tcp(addr, share).with_context(|| format!("cannot listen on {addr}"))
+/// Tries of a set of addresses on port 0 (any port): the port the first address got
+/// may be taken on another (another family's loopback, say); then all try another.
+const ANY_PORT_TRIES: usize = 16;
+
+/// Binds a socket of one kind.
+type BindOne<S> = fn(SocketAddr, Share) -> std::io::Result<S>;
+
+fn tcp(addr: SocketAddr, share: Share) -> std::io::Result<std::net::TcpListener> {
+    reuseport::tcp(addr, share)
 }
 
-fn bind_udp(addr: SocketAddr, share: Share) -> Result<std::net::UdpSocket> {
+fn udp(addr: SocketAddr, share: Share) -> std::io::Result<std::net::UdpSocket> {
     reuseport::udp(addr, share)
-        .with_context(|| format!("cannot listen on {addr} (UDP, for HTTP/3)"))
+}
+
+/// Binds `addrs` on one port: the first address's (0 resolved by the kernel), so a
+/// name's addresses (`localhost`: 127.0.0.1 and ::1) answer on the same port. An
+/// address after the first that this host does not have (no IPv6, say) is skipped
+/// with a warning; any other failure is an error naming the address (`what` says
+/// which socket, e.g. "(UDP, for HTTP/3)").
+fn bind_all<S>(
+    addrs: &[SocketAddr],
+    share: Share,
+    bind: BindOne<S>,
+    port_of: fn(&S) -> std::io::Result<u16>,
+    what: &str,
+) -> Result<Vec<S>> {
+    let failed = |addr: &SocketAddr, err| {
+        anyhow::Error::new(err).context(format!("cannot listen on {addr}{what}"))
+    };
+    let Some((first, rest)) = addrs.split_first() else {
+        return Ok(Vec::new());
+    };
+    let tries = if first.port() == 0 { ANY_PORT_TRIES } else { 1 };
+    let mut taken = None;
+    for _ in 0..tries {
+        let socket = bind(*first, share).map_err(|err| failed(first, err))?;
+        let port = port_of(&socket)?;
+        let mut sockets = vec![socket];
+        let mut all = true;
+        for addr in rest {
+            let addr = SocketAddr::new(addr.ip(), port);
+            match bind(addr, share) {
+                Ok(socket) => sockets.push(socket),
+                Err(err) if unavailable(&err) => {
+                    tracing::warn!(
+                        "not listening on {addr}{what}: {err} (this host has no such address)"
+                    );
+                }
+                Err(err) if first.port() == 0 && err.kind() == ErrorKind::AddrInUse => {
+                    taken = Some(failed(&addr, err));
+                    all = false;
+                    break;
+                }
+                Err(err) => return Err(failed(&addr, err)),
+            }
+        }
+        if all {
+            return Ok(sockets);
+        }
+    }
+    Err(taken.expect("a try failed"))
+}
+
+/// An address this host does not have (::1 with IPv6 disabled), as opposed to one
+/// in use.
+fn unavailable(err: &std::io::Error) -> bool {
+    err.kind() == ErrorKind::AddrNotAvailable
+}
+
+fn tcp_port(listener: &std::net::TcpListener) -> std::io::Result<u16> {
+    listener.local_addr().map(|a| a.port())
+}
+
+fn udp_port(socket: &std::net::UdpSocket) -> std::io::Result<u16> {
+    socket.local_addr().map(|a| a.port())
 }
 
 impl Listeners {
-    /// Binds the cleartext and TLS addresses that are given, and with `h3` the TLS
-    /// listener's address (port 0 resolved) over UDP; errors name the address (e.g.
-    /// port in use). Other workers join these addresses with [`Listeners::join`].
-    pub fn bind(plain: Option<SocketAddr>, tls: Option<SocketAddr>, h3: bool) -> Result<Listeners> {
-        let plain = plain.map(|addr| bind(addr, Share::Open)).transpose()?;
-        let tls = tls.map(|addr| bind(addr, Share::Open)).transpose()?;
-        let quic = match &tls {
-            Some(tls) if h3 => Some(bind_udp(tls.local_addr()?, Share::Open)?),
-            _ => None,
+    /// Binds the cleartext and TLS addresses that are given (each kind on one port:
+    /// its first address's, port 0 resolved), and with `h3` the TLS listeners'
+    /// addresses over UDP; errors name the address (e.g. port in use). Other workers
+    /// join these addresses with [`Listeners::join`].
+    pub fn bind(
+        plain: impl IntoIterator<Item = SocketAddr>,
+        tls: impl IntoIterator<Item = SocketAddr>,
+        h3: bool,
+    ) -> Result<Listeners> {
+        let plain: Vec<_> = plain.into_iter().collect();
+        let tls: Vec<_> = tls.into_iter().collect();
+        let plain = bind_all(&plain, Share::Open, tcp, tcp_port, "")?;
+        let tls = bind_all(&tls, Share::Open, tcp, tcp_port, "")?;
+        let quic = if h3 {
+            let bound = addrs(&tls);
+            bind_all(&bound, Share::Open, udp, udp_port, " (UDP, for HTTP/3)")?
+        } else {
+            Vec::new()
         };
         Ok(Listeners {
             plain,
@@ -114,16 +195,15 @@ impl Listeners {
     /// Another worker's listeners on the same addresses (ports as bound): the kernel
     /// spreads new connections across them (`SO_REUSEPORT`).
     pub fn join(&self) -> Result<Listeners> {
+        let udp_addrs: Vec<_> = self
+            .quic
+            .iter()
+            .filter_map(|s| s.local_addr().ok())
+            .collect();
         Ok(Listeners {
-            plain: self
-                .plain_addr()
-                .map(|a| bind(a, Share::Join))
-                .transpose()?,
-            tls: self.tls_addr().map(|a| bind(a, Share::Join)).transpose()?,
-            quic: self
-                .h3_addr()
-                .map(|a| bind_udp(a, Share::Join))
-                .transpose()?,
+            plain: bind_all(&addrs(&self.plain), Share::Join, tcp, tcp_port, "")?,
+            tls: bind_all(&addrs(&self.tls), Share::Join, tcp, tcp_port, "")?,
+            quic: bind_all(&udp_addrs, Share::Join, udp, udp_port, " (UDP, for HTTP/3)")?,
             limits: self.limits,
         })
     }
@@ -133,19 +213,29 @@ impl Listeners {
         Listeners { limits, ..self }
     }
 
-    /// The cleartext address actually bound (port 0 resolved).
+    /// The (first) cleartext address actually bound (port 0 resolved).
     pub fn plain_addr(&self) -> Option<SocketAddr> {
-        self.plain.as_ref().and_then(|l| l.local_addr().ok())
+        addrs(&self.plain).first().copied()
     }
 
-    /// The TLS address actually bound.
+    /// The (first) TLS address actually bound.
     pub fn tls_addr(&self) -> Option<SocketAddr> {
-        self.tls.as_ref().and_then(|l| l.local_addr().ok())
+        addrs(&self.tls).first().copied()
     }
 
-    /// The UDP address HTTP/3 is served on.
+    /// The (first) UDP address HTTP/3 is served on.
     pub fn h3_addr(&self) -> Option<SocketAddr> {
-        self.quic.as_ref().and_then(|s| s.local_addr().ok())
+        self.quic.first().and_then(|s| s.local_addr().ok())
+    }
+
+    /// Every address bound: cleartext, TLS, then HTTP/3's (UDP).
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        let udp = self.quic.iter().filter_map(|s| s.local_addr().ok());
+        addrs(&self.plain)
+            .into_iter()
+            .chain(addrs(&self.tls))
+            .chain(udp)
+            .collect()
     }
 
     /// Accepts until `stop` resolves, then lets connections finish their
@@ -162,34 +252,43 @@ impl Listeners {
         drain: Duration,
     ) -> Result<Drained> {
         anyhow::ensure!(
-            self.tls.is_none() || acceptor.is_some(),
+            self.tls.is_empty() || acceptor.is_some(),
             "a TLS listener needs a certificate"
         );
-        let plain = self.plain.map(TcpListener::from_std).transpose()?;
-        let tls = self.tls.map(TcpListener::from_std).transpose()?;
+        let tokio_listeners = |listeners: Vec<std::net::TcpListener>| {
+            listeners
+                .into_iter()
+                .map(TcpListener::from_std)
+                .collect::<std::io::Result<Vec<_>>>()
+        };
+        let plain = tokio_listeners(self.plain)?;
+        let tls = tokio_listeners(self.tls)?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let mut connections = JoinSet::new();
         // What TLS responses get on the way out; cleartext ones get nothing.
         let mut tls_hook = ResponseHook::none();
-        let mut quic = None;
-        if let Some(socket) = self.quic {
+        let mut quic = Vec::new();
+        if let Some(socket) = self.quic.first() {
+            tls_hook = ResponseHook::advertise_h3(socket.local_addr()?.port());
+        }
+        if !self.quic.is_empty() {
             let h3 = h3.context("HTTP/3 needs its server config")?;
-            let port = socket.local_addr()?.port();
-            let endpoint = quinn::Endpoint::new(
-                quinn::EndpointConfig::default(),
-                Some(h3.quinn),
-                socket,
-                Arc::new(quinn::TokioRuntime),
-            )
-            .context("starting HTTP/3")?;
-            quic = Some(endpoint.clone());
-            connections.spawn(super::h3::serve(
-                endpoint,
-                frontend.clone(),
-                h3.config,
-                shutdown_rx.clone(),
-            ));
-            tls_hook = ResponseHook::advertise_h3(port);
+            for socket in self.quic {
+                let endpoint = quinn::Endpoint::new(
+                    quinn::EndpointConfig::default(),
+                    Some(h3.quinn.clone()),
+                    socket,
+                    Arc::new(quinn::TokioRuntime),
+                )
+                .context("starting HTTP/3")?;
+                quic.push(endpoint.clone());
+                connections.spawn(super::h3::serve(
+                    endpoint,
+                    frontend.clone(),
+                    h3.config.clone(),
+                    shutdown_rx.clone(),
+                ));
+            }
         }
         let shared = Shared {
             frontend,
@@ -202,10 +301,11 @@ impl Listeners {
             ..shared.clone()
         };
         tokio::pin!(stop);
+        let (mut plain_turn, mut tls_turn) = (0, 0);
         loop {
             tokio::select! {
                 _ = &mut stop => break,
-                accepted = accept(plain.as_ref()) => {
+                accepted = accept(&plain, &mut plain_turn) => {
                     if let Some(stream) = accepted {
                         let open = shared.frontend.accepted();
                         let serving = plain_connection(stream, shared.clone());
@@ -215,7 +315,7 @@ impl Listeners {
                         });
                     }
                 }
-                accepted = accept(tls.as_ref()) => {
+                accepted = accept(&tls, &mut tls_turn) => {
                     if let (Some(stream), Some(acceptor)) = (accepted, &acceptor) {
                         let open = shared.frontend.accepted();
                         let serving = tls_connection(stream, acceptor.clone(), tls_shared.clone());
@@ -238,7 +338,7 @@ impl Listeners {
             let finished = async { while connections.join_next().await.is_some() {} };
             // Till the last connection of any protocol is done, QUIC clients are told
             // no at once (TCP ones are, by the closed listeners).
-            refuse_quic_until(quic.as_ref(), finished).await;
+            refuse_quic_until(&quic, finished).await;
         })
         .await;
         if drained.is_err() {
@@ -257,38 +357,51 @@ impl Listeners {
 /// would send some of their QUIC clients' datagrams to another worker's socket.
 #[must_use = "hold it until every worker has drained"]
 pub struct Drained {
-    quic: Option<quinn::Endpoint>,
+    quic: Vec<quinn::Endpoint>,
 }
 
 impl Drained {
     /// Keeps refusing new QUIC connections until `others` resolves.
     pub async fn refuse_until(self, others: impl Future<Output = ()>) {
-        refuse_quic_until(self.quic.as_ref(), others).await;
+        refuse_quic_until(&self.quic, others).await;
     }
 }
 
-/// Refuses every new QUIC connection on `quic` (if any) until `done` resolves.
-async fn refuse_quic_until(quic: Option<&quinn::Endpoint>, done: impl Future<Output = ()>) {
-    let refusing = async {
-        match quic {
-            Some(endpoint) => super::h3::refuse_all(endpoint).await,
-            None => std::future::pending().await,
+/// Refuses every new QUIC connection on `quic` until `done` resolves.
+async fn refuse_quic_until(quic: &[quinn::Endpoint], done: impl Future<Output = ()>) {
+    // Dropped (aborted) when `done` resolves; refusing never ends on its own.
+    let mut refusing = JoinSet::new();
+    for endpoint in quic {
+        let endpoint = endpoint.clone();
+        refusing.spawn(async move { super::h3::refuse_all(&endpoint).await });
+    }
+    done.await;
+}
+
+/// The addresses `listeners` are bound to.
+fn addrs(listeners: &[std::net::TcpListener]) -> Vec<SocketAddr> {
+    listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok())
+        .collect()
+}
+
+/// Accepts one connection on any of `listeners`, starting its look at the one after
+/// the last that gave one (`turn`), so no listener starves another; pends forever
+/// when there is none. Accept errors (e.g. out of file descriptors) are logged and
+/// yield `None` after a short pause, so serving goes on.
+async fn accept(listeners: &[TcpListener], turn: &mut usize) -> Option<TcpStream> {
+    let accepted = std::future::poll_fn(|cx| {
+        for i in 0..listeners.len() {
+            let index = (*turn + i) % listeners.len();
+            if let Poll::Ready(result) = listeners[index].poll_accept(cx) {
+                *turn = index + 1;
+                return Poll::Ready(result);
+            }
         }
-    };
-    tokio::select! {
-        () = done => {}
-        () = refusing => {}
-    }
-}
-
-/// Accepts one connection; pends forever when there is no listener. Accept
-/// errors (e.g. out of file descriptors) are logged and yield `None` after a
-/// short pause, so serving goes on.
-async fn accept(listener: Option<&TcpListener>) -> Option<TcpStream> {
-    let Some(listener) = listener else {
-        return std::future::pending().await;
-    };
-    match listener.accept().await {
+        Poll::Pending
+    });
+    match accepted.await {
         Ok((stream, _peer)) => {
             let _ = stream.set_nodelay(true);
             Some(stream)
@@ -385,4 +498,40 @@ where
 {
     let _open = shared.frontend.connection(Protocol::H2);
     super::h2::serve(io, shared.frontend, scheme, shared.shutdown, shared.h2).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_names_addresses_share_the_first_ones_port_and_missing_ones_are_skipped() {
+        let loopbacks: Vec<SocketAddr> =
+            vec!["127.0.0.1:0".parse().unwrap(), "[::1]:0".parse().unwrap()];
+        let listeners = Listeners::bind(None, loopbacks, true).unwrap();
+        let addrs = listeners.addrs();
+        assert_eq!(addrs.len(), 4, "{addrs:?}");
+        let port = addrs[0].port();
+        assert!(addrs.iter().all(|a| a.port() == port), "{addrs:?}");
+        assert!(addrs[1].is_ipv6() && addrs[3].is_ipv6(), "{addrs:?}");
+
+        // TEST-NET-1 is on no host: it is skipped, the first address still serves.
+        let missing: Vec<SocketAddr> = vec![
+            "127.0.0.1:0".parse().unwrap(),
+            "192.0.2.1:0".parse().unwrap(),
+        ];
+        assert_eq!(
+            Listeners::bind(missing, None, false).unwrap().addrs().len(),
+            1
+        );
+        // The first one is not optional.
+        let first_missing: SocketAddr = "192.0.2.1:0".parse().unwrap();
+        let err = Listeners::bind(Some(first_missing), None, false)
+            .err()
+            .unwrap();
+        assert!(
+            format!("{err:#}").contains("cannot listen on 192.0.2.1:0"),
+            "{err:#}"
+        );
+    }
 }

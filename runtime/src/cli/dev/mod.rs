@@ -4,7 +4,7 @@
 mod reload;
 mod watch;
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -27,7 +27,8 @@ pub struct DevArgs {
     #[arg(long, default_value_t = 8080)]
     port: u16,
 
-    /// Port for TLS (HTTP/1.1 and HTTP/2 by ALPN) and HTTP/3 (UDP) on 127.0.0.1.
+    /// Port for TLS (HTTP/1.1 and HTTP/2 by ALPN) and HTTP/3 (UDP) on localhost
+    /// (127.0.0.1 and ::1).
     #[arg(long, default_value_t = 8443)]
     tls_port: u16,
 
@@ -55,9 +56,16 @@ pub fn run(args: DevArgs) -> Result<()> {
     }
     let name = crate_dir_name(&dir);
     let local = |port| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    // The TLS URL says `localhost`, which browsers resolve to both loopbacks: a
+    // browser that follows Alt-Svc to QUIC on ::1 has no fallback to 127.0.0.1.
+    let localhost = |port| vec![local(port), SocketAddr::from((Ipv6Addr::LOCALHOST, port))];
     let addresses = Addresses {
-        plain: Some(local(args.port)),
-        tls: (!args.no_tls).then(|| local(args.tls_port)),
+        plain: vec![local(args.port)],
+        tls: if args.no_tls {
+            Vec::new()
+        } else {
+            localhost(args.tls_port)
+        },
         // The development certificate is for `localhost`.
         tls_host: args.host.tls_cert.is_none().then_some("localhost"),
         pem: args.host.pem(),
