@@ -688,6 +688,10 @@ fn readyz_is_503_while_a_deployed_app_did_not_restore_until_it_is_deployed_again
     assert!(body.contains("1 deployed app(s) did not restore"), "{body}");
     assert!(!body.contains("secretname"), "readyz named the app: {body}");
     assert_eq!(admin.get("/configured"), (200, HELLO.to_string()));
+    // Behind the token, the list says which.
+    let lost = app(&admin, "secretname");
+    assert_eq!(lost["status"], "not restored", "{lost}");
+    assert_eq!(app(&admin, "configured")["status"], "serving");
 
     // A new version settles it (the same bytes again would find the damaged file
     // under their version's name: the store keeps a version it already has).
@@ -719,4 +723,191 @@ fn readyz_is_503_once_a_shutdown_begins_while_requests_drain() {
     parked.finish();
     let (status, log) = admin.server.wait_exit(Duration::from_secs(60));
     assert!(status.success(), "{log}");
+}
+
+/// `wedge ARGS --admin ADDR --token-file FILE` against `admin`'s API (`ADDR` as
+/// given, e.g. without a scheme).
+fn admin_cli(admin: &Admin, address: &str, args: &[&str]) -> std::process::Output {
+    let token = admin.dir.join("token").display().to_string();
+    let all = [args, &["--admin", address, "--token-file", &token]].concat();
+    wedge(&all, &temp_dir("cli"))
+}
+
+/// The one line a failed `wedge` printed (exit status 2).
+fn refusal(out: &std::process::Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    stderr
+}
+
+#[test]
+fn wedge_deploy_takes_host_port_as_wedge_toml_writes_it() {
+    let admin = Admin::start(&temp_dir("data"), &[]);
+    let host_port = admin.url.trim_start_matches("http://").to_string();
+    let hello = example("hello").display().to_string();
+    let out = admin_cli(
+        &admin,
+        &host_port,
+        &["deploy", "hi", &hello, "--route", "/hi"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(admin.get("/hi"), (200, HELLO.to_string()));
+    for address in ["not an address", "ftp://127.0.0.1:21"] {
+        let out = admin_cli(&admin, address, &["deploy", "hi", &hello, "--route", "/hi"]);
+        let stderr = refusal(&out);
+        assert!(stderr.contains("--admin takes HOST:PORT"), "{stderr}");
+    }
+}
+
+#[test]
+fn a_deploy_that_gives_the_app_no_route_is_refused_unless_no_route() {
+    let admin = Admin::start(&temp_dir("data"), &[]);
+    let url = admin.url.clone();
+    let hello = example("hello").display().to_string();
+    let stderr = refusal(&admin_cli(&admin, &url, &["deploy", "hi", &hello]));
+    assert!(stderr.contains("`hi` would get no route"), "{stderr}");
+    assert!(stderr.contains("--no-route"), "{stderr}");
+    let settings = admin.dir.join("unrouted.toml");
+    std::fs::write(&settings, "[limits]\nmemory = \"64MiB\"\n").unwrap();
+    let settings = settings.display().to_string();
+    let out = admin_cli(
+        &admin,
+        &url,
+        &["deploy", "hi", &hello, "--config", &settings],
+    );
+    let stderr = refusal(&out);
+    assert!(
+        stderr.contains(&format!("{settings} gives `hi` no route")),
+        "{stderr}"
+    );
+    assert_eq!(
+        apps(&admin).as_array().unwrap().len(),
+        1,
+        "nothing deployed"
+    );
+
+    let out = admin_cli(&admin, &url, &["deploy", "hi", &hello, "--no-route"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(app(&admin, "hi")["routes"], serde_json::json!([]));
+    let out = admin_cli(
+        &admin,
+        &url,
+        &["deploy", "hi", &hello, "--config", &settings, "--no-route"],
+    );
+    assert!(out.status.success());
+}
+
+#[test]
+fn a_bad_upload_is_named_by_the_users_own_file() {
+    let data = temp_dir("data");
+    let admin = Admin::start(&data, &[]);
+    let url = admin.url.clone();
+    let text = admin.dir.join("text.wasm");
+    std::fs::write(&text, "not a component\n").unwrap();
+    let text = text.display().to_string();
+    let hello = example("hello").display().to_string();
+    let stored = data.display().to_string();
+
+    let stderr = refusal(&admin_cli(
+        &admin,
+        &url,
+        &["deploy", "hi", &text, "--route", "/hi"],
+    ));
+    assert!(
+        stderr.contains(&format!("{text}: not a WebAssembly file")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(&stored), "names the data dir: {stderr}");
+    let settings = admin.dir.join("bad.toml");
+    std::fs::write(
+        &settings,
+        "routes = [\"/hi\"]\n[limits]\nmemory = \"lots\"\n",
+    )
+    .unwrap();
+    let settings = settings.display().to_string();
+    let out = admin_cli(
+        &admin,
+        &url,
+        &["deploy", "hi", &hello, "--config", &settings],
+    );
+    let stderr = refusal(&out);
+    assert!(
+        stderr.contains(&format!("{settings}:3: limits.memory: `lots`")),
+        "{stderr}"
+    );
+
+    // curl names the parts by their files' names too.
+    let (status, body) = admin.deploy("hi", Path::new(&text), "routes = [\"/hi\"]\n");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("text.wasm: not a WebAssembly file"), "{body}");
+    assert!(!body.contains(&stored), "names the data dir: {body}");
+    let (status, body) = admin.deploy("bad", &example("hello"), "[limits]\nmemory = \"lots\"\n");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.starts_with("bad.toml:2: limits.memory:"), "{body}");
+}
+
+#[test]
+fn wedge_apps_lists_the_apps_and_wedge_rm_removes_a_deployed_one() {
+    let admin = Admin::start(&temp_dir("data"), &[]);
+    let url = admin.url.clone();
+    let hello = example("hello");
+    let digest = support::sha256(&std::fs::read(&hello).unwrap());
+    let hello = hello.display().to_string();
+    let out = admin_cli(&admin, &url, &["deploy", "hi", &hello, "--route", "/hi"]);
+    assert!(out.status.success());
+
+    let out = admin_cli(&admin, &url, &["apps"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let short = &digest[..12];
+    assert_eq!(
+        rows,
+        [
+            vec!["NAME", "SOURCE", "STATUS", "DIGEST", "ROUTES"],
+            vec!["configured", "config", "serving", short, "/configured"],
+            vec!["hi", "deployed", "serving", short, "/hi"],
+        ],
+        "{stdout}"
+    );
+    let out = admin_cli(&admin, &url, &["apps", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed[1]["digest"], digest.as_str());
+    assert_eq!(listed[1]["status"], "serving");
+
+    let out = admin_cli(&admin, &url, &["rm", "hi"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "removed `hi`\n");
+    assert_eq!(admin.get("/hi").0, 404);
+    assert_eq!(apps(&admin).as_array().unwrap().len(), 1);
+    let cases = [
+        ("hi", "no app `hi` was deployed"),
+        ("configured", "`configured` is an app of the config file"),
+        ("Hi", "`Hi` is not an app name"),
+    ];
+    for (name, reason) in cases {
+        let stderr = refusal(&admin_cli(&admin, &url, &["rm", name]));
+        assert!(stderr.contains(reason), "{reason:?} not in {stderr:?}");
+    }
+    assert_eq!(admin.get("/configured"), (200, HELLO.to_string()));
 }

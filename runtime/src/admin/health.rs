@@ -34,7 +34,8 @@ pub struct Readiness {
     draining: AtomicBool,
     /// Deployed apps kept in the data dir that did not load at start. The pod does
     /// not serve what it was given, so it is not ready until each is deployed again
-    /// or removed (`PUT`/`DELETE /apps/{name}`). Names stay here, never in answers.
+    /// or removed (`PUT`/`DELETE /apps/{name}`). Names never go into the probes'
+    /// answers.
     unrestored: Mutex<BTreeSet<String>>,
 }
 
@@ -54,6 +55,12 @@ impl Readiness {
     /// Deployed app `name` was kept in the data dir but did not load at start.
     pub fn not_restored(&self, name: &str) {
         self.unrestored().insert(name.to_string());
+    }
+
+    /// The deployed apps that did not load at start and are not settled yet, for
+    /// `GET /apps` (behind the token; the probes never name them).
+    pub fn unrestored_apps(&self) -> Vec<String> {
+        self.unrestored().iter().cloned().collect()
     }
 
     /// App `name` was deployed or removed: whatever did not restore is settled.

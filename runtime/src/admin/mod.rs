@@ -232,23 +232,32 @@ impl Admin {
         }
     }
 
+    /// The apps served, then the deployed ones kept in the data dir that did not
+    /// load at start (`"status": "not restored"`; the log says why).
     async fn list(&self) -> Response {
-        let apps: Vec<serde_json::Value> = self
-            .tenancy
-            .apps()
-            .await
-            .into_iter()
-            .map(|app| {
-                serde_json::json!({
-                    "name": app.name,
-                    "digest": app.digest,
-                    "routes": app.routes,
-                    "deployed": app.deployed,
-                    "running": app.running,
-                    "waiting": app.waiting,
-                })
+        let served = self.tenancy.apps().await.into_iter().map(|app| {
+            serde_json::json!({
+                "name": app.name,
+                "status": "serving",
+                "digest": app.digest,
+                "routes": app.routes,
+                "deployed": app.deployed,
+                "running": app.running,
+                "waiting": app.waiting,
             })
-            .collect();
+        });
+        let unrestored = self.readiness.unrestored_apps().into_iter().map(|name| {
+            serde_json::json!({
+                "name": name,
+                "status": "not restored",
+                "digest": null,
+                "routes": [],
+                "deployed": true,
+                "running": 0,
+                "waiting": 0,
+            })
+        });
+        let apps: Vec<serde_json::Value> = served.chain(unrestored).collect();
         json(StatusCode::OK, &serde_json::Value::from(apps))
     }
 
@@ -271,7 +280,9 @@ impl Admin {
                 .version(name, component.unwrap_or_default(), &upload.config)
         });
         let uploaded = component.map(|_| self.store.component_path(&version));
-        let entry = match config::parse_app(&upload.config, CONFIG_SOURCE, name, uploaded) {
+        // Errors name the files as the client knows them, not as they are stored.
+        let config_file = upload.config_file.as_deref().unwrap_or(CONFIG_SOURCE);
+        let entry = match config::parse_app(&upload.config, config_file, name, uploaded.clone()) {
             Ok(entry) => entry,
             Err(errors) => return text(StatusCode::BAD_REQUEST, &errors.to_string()),
         };
@@ -287,7 +298,12 @@ impl Admin {
             Ok(deployed) => deployed,
             Err(err) => {
                 self.store.discard(version);
-                return text(StatusCode::BAD_REQUEST, &format!("{err:#}"));
+                let mut message = format!("{err:#}");
+                if let Some(stored) = uploaded {
+                    let file = upload.component_file.as_deref().unwrap_or(COMPONENT_SOURCE);
+                    message = message.replace(&stored.display().to_string(), file);
+                }
+                return text(StatusCode::BAD_REQUEST, &message);
             }
         };
         let digest = deployed.digest;
@@ -326,6 +342,13 @@ impl Admin {
                 tracing::info!("admin: removed app `{name}`");
                 empty(StatusCode::NO_CONTENT)
             }
+            Ok(false) if self.tenancy.apps().await.iter().any(|app| app.name == name) => text(
+                StatusCode::NOT_FOUND,
+                &format!(
+                    "`{name}` is an app of the config file, not a deployed one: remove it \
+                     from the file (the admin API removes only the apps it deployed)"
+                ),
+            ),
             Ok(false) => text(
                 StatusCode::NOT_FOUND,
                 &format!("no app `{name}` was deployed"),
@@ -349,8 +372,10 @@ impl Admin {
     }
 }
 
-/// How deploy errors name the uploaded settings.
+/// How deploy errors name the uploaded settings and component when the form
+/// gives no file names.
 const CONFIG_SOURCE: &str = "config";
+const COMPONENT_SOURCE: &str = "the uploaded component";
 
 /// Serves each connection to the admin address over HTTP/1.1, in TLS if set.
 async fn accept(listener: TcpListener, admin: Arc<Endpoint>) {

@@ -23,6 +23,10 @@ pub struct Upload {
     pub component: Option<Bytes>,
     /// Empty when the form had no `config` part: defaults and no routes.
     pub config: String,
+    /// The names of the files the parts came from, as the client gave them (`curl
+    /// -F component=@app.wasm` sends `app.wasm`), for messages.
+    pub component_file: Option<String>,
+    pub config_file: Option<String>,
 }
 
 /// Why an upload was refused: the status and one line saying why.
@@ -53,19 +57,27 @@ pub async fn read(request: http::Request<Incoming>, max: u64) -> Result<Upload, 
     let (mut component, mut config) = (None, None);
     while let Some(part) = form.next_field().await.map_err(refused)? {
         let name = part.name().unwrap_or_default().to_string();
+        let file = part.file_name().map(str::to_string);
         let bytes = part.bytes().await.map_err(refused)?;
         let slot = if name == COMPONENT {
             &mut component
         } else {
             &mut config
         };
-        if slot.replace(bytes).is_some() {
+        if slot.replace((bytes, file)).is_some() {
             return Err(bad_request(format!("the form has two `{name}` parts")));
         }
     }
+    let (config, config_file) = config.unzip();
     let config = String::from_utf8(config.unwrap_or_default().to_vec())
         .map_err(|_| bad_request(format!("the `{CONFIG}` part is not UTF-8 text")))?;
-    Ok(Upload { component, config })
+    let (component, component_file) = component.unzip();
+    Ok(Upload {
+        component,
+        config,
+        component_file: component_file.flatten(),
+        config_file: config_file.flatten(),
+    })
 }
 
 fn bad_request(message: String) -> Refused {
@@ -86,33 +98,49 @@ fn refused(err: multer::Error) -> Refused {
     }
 }
 
+/// A file to send as a part of the form: the name it is known by, its bytes.
+pub struct File<'a> {
+    pub name: &'a str,
+    pub bytes: &'a [u8],
+}
+
 /// The form for `component` (none: the settings name an `oci://` one) and
 /// `config`: its `Content-Type` and its bytes.
-pub fn form(component: Option<&[u8]>, config: &str) -> (String, Bytes) {
+pub fn form(component: Option<File>, config: File) -> (String, Bytes) {
     // Derived from the contents, so it cannot be (short of a SHA-256 fixed
     // point) a line of them.
-    let digest = Sha256::new()
-        .chain_update(component.unwrap_or_default())
-        .chain_update(config)
-        .finalize();
-    let boundary = crate::hex::hex(&digest);
-    let mut body = Vec::with_capacity(component.map_or(0, <[u8]>::len) + config.len() + 512);
-    let mut parts = vec![(CONFIG, "app.toml", "application/toml", config.as_bytes())];
-    if let Some(component) = component {
-        parts.push((COMPONENT, "app.wasm", "application/wasm", component));
+    let mut digest = Sha256::new();
+    for file in component.iter().chain([&config]) {
+        digest.update(file.bytes);
     }
-    for (name, file, media, bytes) in parts {
+    let boundary = crate::hex::hex(&digest.finalize());
+    let size = component.as_ref().map_or(0, |c| c.bytes.len()) + config.bytes.len();
+    let mut body = Vec::with_capacity(size + 512);
+    let mut parts = vec![(CONFIG, "application/toml", config)];
+    if let Some(component) = component {
+        parts.push((COMPONENT, "application/wasm", component));
+    }
+    for (name, media, file) in parts {
         body.extend_from_slice(
             format!(
                 "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; \
-                 filename=\"{file}\"\r\nContent-Type: {media}\r\n\r\n"
+                 filename=\"{}\"\r\nContent-Type: {media}\r\n\r\n",
+                quoted(file.name)
             )
             .as_bytes(),
         );
-        body.extend_from_slice(bytes);
+        body.extend_from_slice(file.bytes);
         body.extend_from_slice(b"\r\n");
     }
     body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
     let content_type = format!("multipart/form-data; boundary={boundary}");
     (content_type, Bytes::from(body))
+}
+
+/// `name` inside a quoted `filename` parameter: `"`, CR and LF percent-encoded,
+/// as browsers send them.
+fn quoted(name: &str) -> String {
+    name.replace('"', "%22")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
 }

@@ -1,6 +1,8 @@
 //! The `wedge` command line.
 
 mod admin_args;
+mod admin_client;
+mod apps;
 mod config_watch;
 mod conn_args;
 mod deploy;
@@ -50,6 +52,10 @@ enum Command {
     New(new::NewArgs),
     /// Deploy (or replace) an app on a running wedge through its admin API.
     Deploy(deploy::DeployArgs),
+    /// List the apps a running wedge serves (through its admin API).
+    Apps(apps::AppsArgs),
+    /// Remove a deployed app from a running wedge (through its admin API).
+    Rm(apps::RmArgs),
     /// Push a component to an OCI registry; prints its digest.
     Push(push::PushArgs),
 }
@@ -66,6 +72,8 @@ pub fn main() -> ExitCode {
         Command::Dev(args) => dev::run(*args),
         Command::New(args) => new::run(args),
         Command::Deploy(args) => deploy::run(args),
+        Command::Apps(args) => apps::list(args),
+        Command::Rm(args) => apps::remove(args),
         Command::Push(args) => push::run(args),
     };
     match result {
