@@ -537,6 +537,37 @@ async fn each_malformed_request_is_reset_with_h3_message_error() {
     }
 }
 
+/// Issue 18: RFC 9114 §4.1.2, a body shorter than its content-length is malformed,
+/// also when the guest never reads it: `hello` answers without reading, and the
+/// request's end, already here when the response ends, is judged then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_shorter_than_its_content_length_is_refused_though_the_guest_never_reads_it() {
+    let server = start("hello", &[]);
+    let quic = server.connect_quic().await;
+    // POST / declaring a 10-octet body (content-length by static name, 0x54).
+    let post = b"\x00\x00\xd4\xd7\xc1\x50\x09localhost\x54\x0210";
+    for _ in 0..3 {
+        let (mut send, mut recv) = quic.open_bi().await.unwrap();
+        let wire = [short_frame(0x01, post), short_frame(0x00, b"abc")].concat();
+        send.write_all(&wire).await.unwrap();
+        send.finish().unwrap();
+        match recv.read_to_end(1 << 20).await {
+            Err(quinn::ReadToEndError::Read(quinn::ReadError::Reset(code))) => {
+                assert_eq!(code.into_inner(), 0x10e, "H3_MESSAGE_ERROR")
+            }
+            other => panic!("expected a reset, got {other:?}"),
+        }
+    }
+    // As long as it says, it is answered.
+    let post_one = b"\x00\x00\xd4\xd7\xc1\x50\x09localhost\x54\x011";
+    let (mut send, mut recv) = quic.open_bi().await.unwrap();
+    let wire = [short_frame(0x01, post_one), short_frame(0x00, b"x")].concat();
+    send.write_all(&wire).await.unwrap();
+    send.finish().unwrap();
+    let answer = recv.read_to_end(1 << 20).await.unwrap();
+    assert!(answer.windows(14).any(|w| w == b"Hello, world!\n"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http2_setting_closes_the_connection_with_h3_settings_error() {
     let server = start("hello", &[]);

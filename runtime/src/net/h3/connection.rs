@@ -32,6 +32,9 @@ use crate::net::request_body::{BodyGone, ConnStats, Inbox, InboxPool, RequestBod
 
 /// Read at most this much per read call.
 const READ_CHUNK: usize = 16 * 1024;
+/// Octets of a request read past what its handler took when its response ends, to
+/// see whether the request ended as it must ([`Driver::judge_request_end`]).
+const JUDGED_AHEAD: usize = 64 * 1024;
 /// Passes one poll may run before handing the thread back to the runtime.
 const PASSES_PER_POLL: usize = 16;
 /// Response staging buffers kept for reuse (DESIGN 4.3), and the largest kept.
@@ -647,8 +650,14 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 stream.written = written;
                 Ok(false)
             }
-            Ok(Poll::Ready(Sent::Finished)) => {
-                self.core.response_completed();
+            Ok(Poll::Ready(Sent::Written)) => {
+                if !self.judge_request_end(i, cx)? {
+                    return Ok(true);
+                }
+                let stream = &mut self.requests[i];
+                if stream.send.finish().is_ok() {
+                    self.core.response_completed();
+                }
                 Ok(true)
             }
             Ok(Poll::Ready(Sent::Stopped)) => {
@@ -669,6 +678,33 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 Ok(true)
             }
         }
+    }
+
+    /// Before a response ends, reads what the client already sent of its request, past
+    /// what the handler took (up to `JUDGED_AHEAD` octets), so that an end already
+    /// here is judged (a body unlike its content-length, bad trailers: RFC 9114
+    /// §4.1.2) whether or not the handler read that far. `false` if that failed
+    /// the stream.
+    fn judge_request_end(&mut self, i: usize, cx: &mut Context<'_>) -> Result<bool, End> {
+        let mut judged = 0;
+        while judged < JUDGED_AHEAD {
+            let stream = &mut self.requests[i];
+            let id = stream.id;
+            let Some(recv) = stream.recv.as_mut().filter(|_| stream.held.is_none()) else {
+                break;
+            };
+            let Read::Octets(input, fin) = read(recv, &mut self.read_buf, cx) else {
+                // Nothing more here yet, or reset: the usual ending applies.
+                break;
+            };
+            if fin {
+                stream.recv = None;
+            }
+            judged += input.len().max(1);
+            self.feed(id, input, fin)?;
+        }
+        // A stream error fails the stream at once (`fail_stream`).
+        Ok(matches!(self.requests[i].phase, Phase::Sending(_)))
     }
 
     /// A stream is over: its handler and body are dropped (a guest still running is

@@ -19,8 +19,9 @@ use crate::net::response_fields::fields;
 /// How a response's writing ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Sent {
-    /// Whole, and the stream finished.
-    Finished,
+    /// Whole, and taken by quinn: the stream is to be finished (the connection
+    /// first judges what the client sent of the request).
+    Written,
     /// The client stopped the stream (STOP_SENDING) before the end.
     Stopped,
     /// It failed on our side, or the connection is gone.
@@ -96,8 +97,8 @@ impl<B: ResponseStream> Outgoing<B> {
         self.staged
     }
 
-    /// Writes as much as quinn takes and the handler has produced; ready once the
-    /// stream is finished, reset, or stopped by the peer.
+    /// Writes as much as quinn takes and the handler has produced; ready once all of
+    /// it was taken (the stream is not finished yet), or it was reset or stopped.
     pub(super) fn pump(
         &mut self,
         core: &mut Connection,
@@ -118,10 +119,7 @@ impl<B: ResponseStream> Outgoing<B> {
                 });
             }
             let Some(body) = self.body.as_mut().filter(|_| !self.ended) else {
-                return Poll::Ready(match send.finish() {
-                    Ok(()) => Sent::Finished,
-                    Err(_) => Sent::Failed,
-                });
+                return Poll::Ready(Sent::Written);
             };
             // Only now, with everything before it taken by quinn, is the next chunk
             // taken (DESIGN 4.1).
