@@ -324,3 +324,53 @@ fn a_guest_flooding_its_output_is_held_to_its_log_budget() {
         "{reports} reports in {took:?}"
     );
 }
+
+/// Attack review (issue 16): what a guest makes wedge write is the app's log budget
+/// too, not only its stdout: wedge's refusal of each outbound request to a
+/// destination no allow-list names, and empty lines, each charged what wedge writes
+/// around it (before, 80,000 refusals or a million empty lines a request passed).
+#[test]
+fn what_a_guest_makes_wedge_log_is_held_to_its_log_budget() {
+    let limits = "log_rate = \"1KiB\"\nlog_burst = \"16KiB\"\ncpu_time = \"20s\"\n";
+    let wedge = serve_with(limits, &["--access-log"]);
+    let attacks = [
+        ("/deny-flood", "requests=20000", "survived: sent 20000 requests\n"),
+        ("/empty-lines", "lines=100000", "survived: printed 100000 empty lines\n"),
+    ];
+    for (path, query, answer) in attacks {
+        let before = wedge.server().log().len();
+        let started = Instant::now();
+        assert_eq!(
+            get(&wedge, &format!("{path}?{query}")),
+            ("200".to_string(), answer.to_string())
+        );
+        let took = started.elapsed();
+        // The access log line comes after everything the request made wedge write.
+        let log = wedge.server().wait_for_log(&format!("GET {path} 200"));
+        let grown = (log.len() - before) as u64;
+        // The burst, the rate for as long as it took, one line past it, and the
+        // access and report lines (not the app's).
+        let allowed = 16 * 1024 + 1024 * (took.as_secs() + 1) + 4096;
+        eprintln!("{path}: the log grew {grown} bytes in {took:?}");
+        assert!(grown <= allowed, "{path}: {grown} bytes logged, {allowed} allowed");
+    }
+    let dropped = wedge.samples().get(
+        "wedge_guest_output_dropped_bytes_total",
+        &[("app", "hostile")],
+    );
+    assert!(dropped > 100_000.0, "{dropped} bytes counted as dropped");
+}
+
+/// Attack review (issue 16): a guest's line cannot pass for two, or for one of
+/// wedge's own: control characters, line separators and bidirectional overrides
+/// are shown escaped.
+#[test]
+fn a_guest_cannot_forge_log_lines() {
+    let wedge = serve("");
+    assert_eq!(get(&wedge, "/forge"), ("200".into(), "printed\n".into()));
+    let log = wedge
+        .server()
+        .wait_for_log(r"[hostile] forged\u{d}INFO wedge: admin token accepted\u{2028}\u{202e}txt.exe");
+    assert!(!log.contains("\rINFO wedge"), "{log}");
+    assert!(!log.contains('\u{202e}'), "{log}");
+}

@@ -127,7 +127,12 @@ fn one_line(text: &str) -> String {
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("WEDGE_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,wasmtime=warn,cranelift=warn"));
+        // wasmtime-wasi-http warns once per malformed outbound request a guest makes
+        // (`http request error: …`), naming no app and within no budget: the guest
+        // gets the error code, and wedge logs what it refuses within the app's budget.
+        .unwrap_or_else(|_| {
+            EnvFilter::new("info,wasmtime=warn,wasmtime_wasi_http=error,cranelift=warn")
+        });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -8,6 +8,7 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::combinators::UnsyncBoxBody;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep, sleep_until};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
@@ -253,7 +254,7 @@ impl GuestBody {
         tracing::debug!(
             "app `{}`: response cut off: the client took too little of it within the \
              request's wall time",
-            self.call.app
+            self.call.log.app()
         );
         Poll::Ready(())
     }
@@ -267,11 +268,11 @@ impl Drop for GuestBody {
             && let Some(outcome) = &mut self.outcome
             && matches!(outcome.try_recv(), Err(oneshot::error::TryRecvError::Empty))
         {
-            tracing::info!(
-                "app `{}`: response body dropped before the handler finished \
-                 (client gone or stream reset); handler stopped",
-                self.call.app
-            );
+            // A client can cause one per request: within the app's log budget.
+            self.call.log.info(format_args!(
+                "response body dropped before the handler finished \
+                 (client gone or stream reset); handler stopped"
+            ));
         }
     }
 }
@@ -325,6 +326,10 @@ pub enum ResponseBody {
     Full(Option<Bytes>),
     Guest(GuestBody),
     Reused(super::reuse::ReusedBody),
+    /// A page with `wedge dev`'s build banner spliced in.
+    Spliced(Box<super::dev_overlay::Spliced>),
+    /// A body wedge streams itself (`wedge dev`'s build events).
+    Stream(UnsyncBoxBody<Bytes, BodyError>),
 }
 
 impl ResponseBody {
@@ -337,9 +342,10 @@ impl ResponseBody {
     /// flow control, which then resets the stream.
     pub fn poll_cut_off(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match self {
-            ResponseBody::Full(_) => Poll::Pending,
+            ResponseBody::Full(_) | ResponseBody::Stream(_) => Poll::Pending,
             ResponseBody::Guest(body) => body.poll_cut_off(cx),
             ResponseBody::Reused(body) => body.poll_cut_off(cx),
+            ResponseBody::Spliced(body) => body.poll_cut_off(cx),
         }
     }
 }
@@ -356,6 +362,8 @@ impl Body for ResponseBody {
             ResponseBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             ResponseBody::Guest(body) => Pin::new(body).poll_frame(cx),
             ResponseBody::Reused(body) => Pin::new(body).poll_frame(cx),
+            ResponseBody::Spliced(body) => Pin::new(&mut **body).poll_frame(cx),
+            ResponseBody::Stream(body) => Pin::new(body).poll_frame(cx),
         }
     }
 
@@ -364,6 +372,8 @@ impl Body for ResponseBody {
             ResponseBody::Full(bytes) => bytes.is_none(),
             ResponseBody::Guest(body) => body.is_end_stream(),
             ResponseBody::Reused(body) => body.is_end_stream(),
+            ResponseBody::Spliced(body) => body.is_end_stream(),
+            ResponseBody::Stream(body) => body.is_end_stream(),
         }
     }
 
@@ -373,6 +383,8 @@ impl Body for ResponseBody {
             ResponseBody::Full(None) => SizeHint::with_exact(0),
             ResponseBody::Guest(body) => body.inner.size_hint(),
             ResponseBody::Reused(body) => body.size_hint(),
+            ResponseBody::Spliced(body) => body.size_hint(),
+            ResponseBody::Stream(body) => body.size_hint(),
         }
     }
 }

@@ -22,6 +22,7 @@ use super::admission::{Abandoned, Refused};
 use super::app::App;
 use super::body::{First, GuestBody, LimitedBody, Outcome, ResponseBody, delivered, first};
 use super::fault::Fault;
+use super::guest_log::GuestOutput;
 use super::limits::host_memory::suspending;
 use super::store::{GuestState, new_store};
 
@@ -29,8 +30,8 @@ use super::store::{GuestState, new_store};
 /// the call finished, e.g. because the peer went away.
 pub(crate) struct CallGuard {
     call: JoinHandle<()>,
-    /// Names the app when a body cut short is logged.
-    pub(crate) app: Arc<str>,
+    /// Where a body cut short is logged: the app's log budget.
+    pub(crate) log: Arc<GuestOutput>,
 }
 
 impl Drop for CallGuard {
@@ -122,7 +123,7 @@ impl App {
         });
         let call = CallGuard {
             call,
-            app: self.name.clone(),
+            log: self.output.clone(),
         };
 
         // Prefer the response when both are ready: a guest that sets its
@@ -208,11 +209,10 @@ impl App {
                 return retry_later(plain(StatusCode::SERVICE_UNAVAILABLE, text.into()));
             }
         };
-        tracing::warn!(
-            "app `{}`: request refused: all {} instances busy and {why}",
-            self.name,
+        self.output.warn(format_args!(
+            "request refused: all {} instances busy and {why}",
             limits.max_concurrent
-        );
+        ));
         retry_later(plain(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("503 Service Unavailable: the app is busy ({why}); retry later\n"),
@@ -233,7 +233,7 @@ impl App {
 
     /// Logs a fault with the app's name and counts it.
     pub(super) fn report(&self, fault: &Fault) {
-        tracing::warn!("app `{}`: {fault}", self.name);
+        self.output.warn(format_args!("{fault}"));
         self.metrics.fault(fault.kind());
     }
 

@@ -1,6 +1,10 @@
 //! Guest stdout/stderr, forwarded line by line to wedge's log and tagged with
-//! the app's name, within the app's output budget (`limits::guest_output`).
+//! the app's name, within the app's output budget (`limits::guest_output`). The
+//! lines wedge itself writes because of a guest's calls (an outbound request denied)
+//! are the app's too, and share its budget: a guest can cause one per host call.
 
+use std::borrow::Cow;
+use std::fmt::{self, Write as _};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -18,6 +22,10 @@ use crate::metrics::AppMetrics;
 /// Longest line kept before it is logged anyway, so a guest that never writes
 /// a newline cannot grow host memory.
 const MAX_LINE: usize = 4096;
+
+/// What a line costs besides its text: what wedge writes around it (time, level,
+/// the app's tag), so that a flood of empty lines is charged what it takes.
+const LINE_OVERHEAD: u64 = 64;
 
 /// Which of the guest's output streams a line came from.
 #[derive(Debug, Clone, Copy)]
@@ -43,7 +51,7 @@ impl GuestOutput {
         }
     }
 
-    pub fn app(&self) -> &Arc<str> {
+    pub fn app(&self) -> &str {
         &self.app
     }
 
@@ -56,32 +64,85 @@ impl GuestOutput {
         })
     }
 
-    /// One line (without its newline), if the budget has room for it.
-    fn line(&self, channel: Channel, line: &[u8]) {
-        let bytes = line.len() as u64 + 1;
-        let verdict = self.budget.line(bytes, Instant::now());
-        let app = &*self.app;
+    /// Whether a line of `text` octets fits the budget; one that does not is counted
+    /// as `dropped` octets of the app's output.
+    fn admit(&self, text: usize, dropped: u64) -> bool {
+        let cost = text as u64 + LINE_OVERHEAD;
+        let verdict = self.budget.line(cost, Instant::now());
         if !verdict.kept {
-            self.metrics.guest_output_dropped(bytes);
+            self.metrics.guest_output_dropped(dropped);
         }
-        if let Some(dropped) = verdict.report {
+        if let Some(over) = verdict.report {
             tracing::warn!(
-                "app `{app}`: guest output over its budget ({}/s, burst {}): \
-                 {dropped} bytes of stdout/stderr dropped",
+                "app `{}`: guest output over its budget ({}/s, burst {}): \
+                 {over} bytes of stdout/stderr and wedge's lines about it dropped",
+                self.app,
                 Size(self.budget.rate()),
                 Size(self.budget.burst()),
             );
         }
-        if !verdict.kept {
+        verdict.kept
+    }
+
+    /// One line the guest wrote (without its newline), if the budget has room for it.
+    fn line(&self, channel: Channel, line: &[u8]) {
+        let text = String::from_utf8_lossy(line);
+        let text = printable(text.trim_end_matches('\r'));
+        if !self.admit(text.len(), line.len() as u64 + 1) {
             return;
         }
-        let text = String::from_utf8_lossy(line);
-        let text = text.trim_end_matches('\r');
+        let app = &*self.app;
         match channel {
             Channel::Stdout => tracing::info!(target: "guest", "[{app}] {text}"),
             Channel::Stderr => tracing::warn!(target: "guest", "[{app} stderr] {text}"),
         }
     }
+
+    /// A warning wedge writes about the app (something its guest did, a fault, a
+    /// refusal), within the app's budget: `app `NAME`: message`. A guest or a client
+    /// can cause one per call or request, so these are budgeted like guest output.
+    pub fn warn(&self, message: fmt::Arguments<'_>) {
+        if let Some(text) = self.admit_text(message) {
+            tracing::warn!("app `{}`: {text}", self.app);
+        }
+    }
+
+    /// [`GuestOutput::warn`] at level info.
+    pub fn info(&self, message: fmt::Arguments<'_>) {
+        if let Some(text) = self.admit_text(message) {
+            tracing::info!("app `{}`: {text}", self.app);
+        }
+    }
+
+    fn admit_text(&self, message: fmt::Arguments<'_>) -> Option<String> {
+        // What a guest chose (a name, an error's text) may be in it.
+        let text = printable(&message.to_string()).into_owned();
+        self.admit(text.len(), text.len() as u64 + 1).then_some(text)
+    }
+}
+
+/// Guest text as it may appear in the log: control characters (all but tab), line and
+/// paragraph separators and bidirectional controls written as `\u{…}`, so a guest can
+/// neither forge a line of wedge's nor make a terminal show something else.
+fn printable(text: &str) -> Cow<'_, str> {
+    let hidden = |c: char| {
+        (c.is_control() && c != '\t')
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    if !text.contains(hidden) {
+        return Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if hidden(c) {
+            let _ = write!(shown, "\\u{{{:x}}}", c as u32);
+        } else {
+            shown.push(c);
+        }
+    }
+    Cow::Owned(shown)
 }
 
 /// A `StdoutStream` for one app and one channel.
@@ -198,5 +259,20 @@ impl AsyncWrite for LineWriter {
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_separators_and_bidi_overrides_are_shown_escaped() {
+        assert!(matches!(printable("plain\ttext é"), Cow::Borrowed(_)));
+        let forged = "ok\rINFO wedge: token accepted\u{1b}[2K\u{0}\u{85}\u{2028}\u{202e}x";
+        assert_eq!(
+            printable(forged),
+            "ok\\u{d}INFO wedge: token accepted\\u{1b}[2K\\u{0}\\u{85}\\u{2028}\\u{202e}x"
+        );
     }
 }

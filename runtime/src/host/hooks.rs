@@ -8,6 +8,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use super::guest_log::GuestOutput;
 use super::outbound::Outbound;
 use super::outbound_client::{OutboundClient, Timeouts};
 
@@ -36,23 +37,24 @@ impl OutboundGate {
         }
     }
 
-    /// Admits a request to `uri`, or says why not (the guest's error code).
-    fn admit(&self, app: &str, uri: &http::Uri) -> Result<OwnedSemaphorePermit, Error> {
+    /// Admits a request to `uri`, or says why not (the guest's error code) in the
+    /// app's `log`.
+    fn admit(&self, log: &GuestOutput, uri: &http::Uri) -> Result<OwnedSemaphorePermit, Error> {
         let host = uri.host().ok_or(Error::HttpRequestUriInvalid)?;
         let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         if !self.policy.allows(host, port) {
-            tracing::warn!(
-                "app `{app}`: outbound request to {host}:{port} denied (not in --allow-outbound)"
-            );
+            log.warn(format_args!(
+                "outbound request to {host}:{port} denied (not in --allow-outbound)"
+            ));
             return Err(Error::HttpRequestDenied);
         }
         self.in_flight.clone().try_acquire_owned().map_err(|_| {
-            tracing::warn!(
-                "app `{app}`: outbound request to {host}:{port} refused: {} already in flight \
+            log.warn(format_args!(
+                "outbound request to {host}:{port} refused: {} already in flight \
                  (--outbound-max-concurrent)",
                 self.policy.max_concurrent
-            );
+            ));
             Error::ConnectionLimitReached
         })
     }
@@ -60,13 +62,14 @@ impl OutboundGate {
 
 /// Hooks installed in every request's store.
 pub struct GuestHooks {
-    app: Arc<str>,
+    /// Where what the guest's calls make wedge say goes: the app's log budget.
+    log: Arc<GuestOutput>,
     outbound: Arc<OutboundGate>,
 }
 
 impl GuestHooks {
-    pub(crate) fn new(app: Arc<str>, outbound: Arc<OutboundGate>) -> Self {
-        GuestHooks { app, outbound }
+    pub(crate) fn new(log: Arc<GuestOutput>, outbound: Arc<OutboundGate>) -> Self {
+        GuestHooks { log, outbound }
     }
 }
 
@@ -85,15 +88,15 @@ impl WasiHttpHooks for GuestHooks {
         options: Option<RequestOptions>,
         _fut: IoFuture,
     ) -> BoxedSendFuture {
-        let permit = match self.outbound.admit(&self.app, request.uri()) {
+        let permit = match self.outbound.admit(&self.log, request.uri()) {
             Ok(permit) => permit,
             Err(err) => return Box::new(async { Err(err) }),
         };
         let timeouts = Timeouts::new(options, self.outbound.policy.connect_timeout);
         let client = self.outbound.client.clone();
-        let app = self.app.clone();
+        let log = self.log.clone();
         Box::new(async move {
-            let response = client.send(&app, request, timeouts, permit).await?;
+            let response = client.send(&log, request, timeouts, permit).await?;
             // The client's own tasks drive the connection.
             let io: IoFuture = Box::new(async { Ok(()) });
             Ok((response, io))
@@ -102,7 +105,8 @@ impl WasiHttpHooks for GuestHooks {
 
     // The default hook logs this without saying whose request it was.
     fn p2_error_from_hyper(&mut self, err: &hyper::Error) -> ErrorCode {
-        tracing::warn!("app `{}`: outbound request failed: {err}", self.app);
+        self.log
+            .warn(format_args!("outbound request failed: {err}"));
         ErrorCode::HttpProtocolError
     }
 

@@ -501,10 +501,9 @@ impl WorkerState for InstanceState {
             Err(err) => Some(Fault::from_call_error(err, store.data())),
         };
         if let Some(fault) = &fault {
-            tracing::warn!(
-                "app `{}`: instance dropped ({fault}); requests still on it fail",
-                self.app.name
-            );
+            self.app.output.warn(format_args!(
+                "instance dropped ({fault}); requests still on it fail"
+            ));
         }
         // Told before the store goes: a body wasmtime ends when the store is dropped
         // must find the instance's failure already recorded.

@@ -48,7 +48,7 @@ impl fmt::Debug for Tenant {
 }
 
 /// Where a request goes: the app, and where the route it matched mounts it.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Mount {
     pub tenant: Arc<Tenant>,
     /// The route's path prefix (`/api` for `/api` or `example.com/api`), as the

@@ -120,7 +120,7 @@ pub fn new_store(
         wasi,
         http: WasiHttpCtx::new(),
         table,
-        hooks: GuestHooks::new(output.app().clone(), outbound.clone()),
+        hooks: GuestHooks::new(output.clone(), outbound.clone()),
         vars: vars.clone(),
         limiter: MemoryLimiter {
             limit: limits.memory,

@@ -159,7 +159,7 @@ impl Families {
         );
         registry.register_with_unit(
             "guest_output_dropped",
-            "Guest stdout/stderr bytes not written to the log because the app was over its output budget (log_rate, log_burst), by app",
+            "Guest stdout/stderr bytes, and bytes of wedge's lines about the app, not written to the log because the app was over its log budget (log_rate, log_burst), by app",
             Unit::Bytes,
             families.output_dropped.clone(),
         );

@@ -20,6 +20,7 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
 use self::body::ResponseBody;
 use self::connect::{ConnectError, Connector, host_of, port_of};
+use super::guest_log::GuestOutput;
 use super::outbound::Outbound;
 
 pub use settings::{
@@ -76,11 +77,11 @@ impl OutboundClient {
         OutboundClient { client }
     }
 
-    /// Sends `request` (absolute URI) for app `app`; the response body holds
-    /// `in_flight` until it ends. A failure is logged once, naming the app.
+    /// Sends `request` (absolute URI) for an app; the response body holds
+    /// `in_flight` until it ends. A failure is logged once, in the app's `log`.
     pub(crate) async fn send(
         &self,
-        app: &str,
+        log: &GuestOutput,
         mut request: http::Request<WasiBody>,
         timeouts: Timeouts,
         in_flight: OwnedSemaphorePermit,
@@ -99,47 +100,49 @@ impl OutboundClient {
         });
         let done = match connecting.await {
             Err(_) => {
-                tracing::warn!(
-                    "app `{app}`: outbound connection to {target} failed: no connection within {}",
+                log.warn(format_args!(
+                    "outbound connection to {target} failed: no connection within {}",
                     humantime::format_duration(timeouts.connect)
-                );
+                ));
                 return Err(Error::ConnectionTimeout);
             }
             Ok(Some(done)) => done,
             Ok(None) => match tokio::time::timeout(timeouts.first_byte, response).await {
                 Ok(done) => done,
                 Err(_) => {
-                    tracing::warn!(
-                        "app `{app}`: outbound request to {target}: no response within {}",
+                    log.warn(format_args!(
+                        "outbound request to {target}: no response within {}",
                         humantime::format_duration(timeouts.first_byte)
-                    );
+                    ));
                     return Err(Error::ConnectionReadTimeout);
                 }
             },
         };
-        let response = done.map_err(|err| failure(app, &target, &err))?;
+        let response = done.map_err(|err| failure(log, &target, &err))?;
         Ok(response.map(|incoming| {
             ResponseBody::new(incoming, timeouts.between_bytes, in_flight).boxed_unsync()
         }))
     }
 }
 
-/// The guest's error code for a failed request, logged with the app's name.
-fn failure(app: &str, target: &str, err: &hyper_util::client::legacy::Error) -> Error {
+/// The guest's error code for a failed request, logged in the app's `log`.
+fn failure(log: &GuestOutput, target: &str, err: &hyper_util::client::legacy::Error) -> Error {
     let connect = std::iter::successors(std::error::Error::source(err), |e| e.source())
         .find_map(|e| e.downcast_ref::<ConnectError>());
     let Some(connect) = connect else {
-        tracing::warn!(
-            "app `{app}`: outbound request to {target} failed: {}",
+        log.warn(format_args!(
+            "outbound request to {target} failed: {}",
             chain(err)
-        );
+        ));
         return protocol_error(err);
     };
     match connect {
         ConnectError::Refused(_) => {
-            tracing::warn!("app `{app}`: outbound request to {target} denied: {connect}")
+            log.warn(format_args!("outbound request to {target} denied: {connect}"))
         }
-        _ => tracing::warn!("app `{app}`: outbound connection to {target} failed: {connect}"),
+        _ => log.warn(format_args!(
+            "outbound connection to {target} failed: {connect}"
+        )),
     }
     match connect {
         ConnectError::Refused(_) => Error::HttpRequestDenied,
