@@ -203,3 +203,164 @@ fn ci_runs_the_test_command_the_readme_gives() {
         ".ci/run does not run README's test command `{command}`"
     );
 }
+
+#[test]
+fn sizes_without_a_unit_are_refused_like_durations() {
+    let hello = example("hello").display().to_string();
+    fails_with(
+        &["serve", &hello, "--memory", "12"],
+        "`12` needs a unit, e.g. 12MiB",
+    );
+    fails_with(
+        &["serve", &hello, "--max-body", "4096"],
+        "`4096` needs a unit",
+    );
+    // 0 is 0 in every unit.
+    let server = Server::start(&example("hello"), &["--pool-keep-resident", "0"]);
+    drop(server);
+    // In wedge.toml a string needs a unit too; a TOML integer is a number of bytes.
+    let config = |limits: &str| {
+        let text = format!(
+            "listen = \"127.0.0.1:0\"\n[[app]]\nname = \"hello\"\ncomponent = \"{hello}\"\n\
+             routes = [\"/\"]\n[app.limits]\n{limits}\n"
+        );
+        file_with("wedge.toml", text.as_bytes())
+    };
+    let out = wedge(
+        &["serve", "--config", &config("memory = \"12\"")],
+        &temp_dir("cli"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("app[0].limits.memory: `12` needs a unit, e.g. 12MiB"),
+        "{stderr}"
+    );
+    let server = Server::start_config(std::path::Path::new(&config("max_body = 4096")), &[]);
+    let out = curl(&["--fail", &format!("{}/", server.url)]);
+    assert_eq!(out.stdout, b"Hello, world!\n");
+}
+
+/// `wedge ARGS --help`: each heading with the flags listed under it.
+fn help_sections(args: &[&str]) -> Vec<(String, Vec<String>)> {
+    let out = wedge(&[args, &["--help"]].concat(), &temp_dir("cli"));
+    assert!(out.status.success());
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some(heading) = line.strip_suffix(':').filter(|l| !l.starts_with(' ')) {
+            sections.push((heading.to_string(), Vec::new()));
+        } else if line.trim_start().starts_with('-') {
+            // `  -h, --help  …` or `      --listen <ADDR>  …`
+            let long = line.split_whitespace().find(|word| word.starts_with("--"));
+            sections
+                .last_mut()
+                .unwrap()
+                .1
+                .push(long.unwrap().to_string());
+        }
+    }
+    sections
+}
+
+fn flags_under<'a>(sections: &'a [(String, Vec<String>)], heading: &str) -> &'a [String] {
+    let found = sections.iter().find(|(h, _)| h == heading);
+    &found
+        .unwrap_or_else(|| panic!("no heading {heading:?} in {sections:?}"))
+        .1
+}
+
+#[test]
+fn help_groups_the_flags_by_purpose() {
+    let serve = help_sections(&["serve"]);
+    let headings: Vec<&str> = serve.iter().map(|(h, _)| h.as_str()).collect();
+    assert_eq!(
+        headings,
+        [
+            "Arguments",
+            "Options",
+            "Listeners and TLS",
+            "Limits per instance and request",
+            "Instances and queueing",
+            "Process and logs",
+            "Connections and HTTP/1.1",
+            "HTTP/2",
+            "HTTP/3",
+            "Outbound HTTP",
+            "Guest environment and config",
+            "Admin API",
+            "OCI registries",
+        ]
+    );
+    assert_eq!(flags_under(&serve, "Options"), ["--config", "--help"]);
+    assert_eq!(
+        flags_under(&serve, "Listeners and TLS"),
+        [
+            "--listen",
+            "--tls-listen",
+            "--no-tls",
+            "--tls-cert",
+            "--tls-key"
+        ]
+    );
+    assert_eq!(
+        flags_under(&serve, "Guest environment and config"),
+        ["--env", "--var"]
+    );
+    assert_eq!(
+        flags_under(&serve, "Admin API"),
+        [
+            "--admin",
+            "--admin-token-file",
+            "--admin-tls-cert",
+            "--admin-tls-key",
+            "--admin-max-upload"
+        ]
+    );
+    assert!(flags_under(&serve, "Limits per instance and request").contains(&"--memory".into()));
+    assert!(flags_under(&serve, "Process and logs").contains(&"--access-log".into()));
+
+    let dev = help_sections(&["dev"]);
+    assert_eq!(
+        flags_under(&dev, "Listeners and TLS"),
+        [
+            "--port",
+            "--tls-port",
+            "--no-tls",
+            "--host",
+            "--tls-cert",
+            "--tls-key"
+        ]
+    );
+    assert!(dev.iter().all(|(heading, _)| heading != "Admin API"));
+}
+
+#[test]
+fn usage_errors_point_to_the_help_of_their_subcommand() {
+    let hello = example("hello").display().to_string();
+    fails_with(
+        &["serve", &hello, "--no-such-flag"],
+        "(see `wedge serve --help`)",
+    );
+    fails_with(&["deploy", "hi"], "(see `wedge deploy --help`)");
+    fails_with(&["dev", "--port", "x"], "(see `wedge dev --help`)");
+    fails_with(&["no-such-command"], "(see `wedge --help`)");
+}
+
+#[test]
+fn listen_addresses_may_name_a_host() {
+    // Resolved when the flags are read: to its first IPv4 address.
+    let server = Server::start(&example("hello"), &["--tls-listen", "localhost:0"]);
+    let tls = server.tls_url.clone().unwrap();
+    assert!(tls.starts_with("https://127.0.0.1:"), "{tls}");
+    let out = curl(&["--fail", "--insecure", &format!("{tls}/")]);
+    assert_eq!(out.stdout, b"Hello, world!\n");
+    let hello = example("hello").display().to_string();
+    fails_with(
+        &["serve", &hello, "--listen", "localhost"],
+        "is not HOST:PORT",
+    );
+    fails_with(
+        &["serve", &hello, "--listen", "localhost:http"],
+        "`http` in `localhost:http` is not a port",
+    );
+}

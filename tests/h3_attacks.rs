@@ -213,7 +213,7 @@ async fn a_slow_reader_that_keeps_granting_credit_is_not_cut_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_past_max_body_that_arrived_before_the_head_gets_413() {
-    let server = start("echo", &["--max-body", "512"]);
+    let server = start("echo", &["--max-body", "512B"]);
     let quic = server.connect_quic().await;
     // No content-length, 8 KiB in one DATA frame: what wedge takes from quinn before
     // the echo's head comes (a packet or more, over 1000 octets) is already past the

@@ -98,8 +98,20 @@ impl Default for Limits {
     }
 }
 
-/// A size written like `128MiB`, `1GB` or `4096`, in bytes.
+/// A size written with its unit, like `128MiB`, `1GB` or `4096B`, in bytes. A bare
+/// number is refused (but `0`, the same in every unit): `--memory 12` meaning 12
+/// bytes is never what was meant. (In wedge.toml a TOML integer is a number of
+/// bytes: it is typed as one, unlike text.)
 pub fn parse_size(text: &str) -> Result<u64, String> {
+    let number = text.trim();
+    if !number.is_empty() && number.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return match number.parse::<f64>() {
+            Ok(0.0) => Ok(0),
+            _ => Err(format!(
+                "`{text}` needs a unit, e.g. {number}MiB (or {number}B for bytes)"
+            )),
+        };
+    }
     text.parse::<bytesize::ByteSize>()
         .map(|size| size.as_u64())
         .map_err(|err| format!("`{text}` is not a size like 128MiB: {err}"))

@@ -133,6 +133,26 @@ MODE = "prod"
 }
 
 #[test]
+fn sizes_take_a_unit_but_zero_and_toml_integers_need_none() {
+    use crate::limits::parse_size;
+    assert_eq!(parse_size("12MiB"), Ok(12 << 20));
+    assert_eq!(parse_size("12 KiB"), Ok(12 << 10));
+    assert_eq!(parse_size("4096B"), Ok(4096));
+    assert_eq!(parse_size("0"), Ok(0));
+    for bare in ["12", "1.5", " 7 "] {
+        let err = parse_size(bare).unwrap_err();
+        assert!(err.contains("needs a unit, e.g. "), "{bare:?}: {err}");
+    }
+    assert_eq!(
+        parse_size("12"),
+        Err("`12` needs a unit, e.g. 12MiB (or 12B for bytes)".into())
+    );
+    // A TOML integer is typed as a number of bytes.
+    let config = parse_ok(&with_app("[app.limits]\nmax_body = 4096"));
+    assert_eq!(config.apps[0].limits.max_body, 4096);
+}
+
+#[test]
 fn keys_left_out_take_their_defaults() {
     let config = parse_ok(&with_app(""));
     assert_eq!(config.tls, None);
@@ -173,6 +193,10 @@ fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
         (
             "limits.memory = \"12XB\"",
             "wedge.toml:5: app[0].limits.memory: `12XB` is not a size like 128MiB",
+        ),
+        (
+            "limits.memory = \"12\"",
+            "wedge.toml:5: app[0].limits.memory: `12` needs a unit, e.g. 12MiB (or 12B for bytes)",
         ),
         (
             "limits.memory = 0",

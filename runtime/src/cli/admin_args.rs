@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::Args;
 
+use super::addr::parse_listen;
 use crate::admin::{self, Token};
 use crate::config::{AdminConfig, PemFiles};
 use crate::host::limits::parse_size;
@@ -15,12 +16,13 @@ use crate::host::limits::parse_size;
 // conflicts with one given (`--config` conflicts with TARGET), so `serve app.wasm
 // --admin ADDR` passed. `serve` refuses these flags itself ([`AdminArgs::refuse`]).
 #[derive(Args)]
+#[command(next_help_heading = "Admin API")]
 pub struct AdminArgs {
     /// Serve the admin API (deploy, replace and remove apps; list them; metrics)
     /// on this address; needs --config and a bearer token. Off a loopback
     /// address, give it --admin-tls-cert/--admin-tls-key: the token is sent with
     /// every request.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
     admin: Option<SocketAddr>,
 
     /// File holding the admin API's bearer token; else `admin_token_file` of

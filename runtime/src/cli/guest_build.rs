@@ -186,10 +186,26 @@ fn component_artifact(msg: &serde_json::Value, manifest: &Path) -> Option<Built>
         .iter()
         .filter_map(|f| f.as_str())
         .find(|f| f.ends_with(".wasm"))?;
+    // The package's name, as its Cargo.toml spells it: the lib target's (and so the
+    // .wasm file's) name has `_` for each `-` (`todo-api` builds `todo_api.wasm`).
+    let name = msg["package_id"]
+        .as_str()
+        .and_then(package_name)
+        .or_else(|| msg["target"]["name"].as_str())?;
     Some(Built {
-        name: msg["target"]["name"].as_str()?.to_string(),
+        name: name.to_string(),
         wasm: PathBuf::from(wasm),
     })
+}
+
+/// The name in a package ID spec as cargo's messages give it: `…/dir#name@version`,
+/// or `…/dir#version` when the name is the directory's (`path+file:///src/todo-api#0.1.0`).
+fn package_name(id: &str) -> Option<&str> {
+    let (url, fragment) = id.rsplit_once('#')?;
+    match fragment.split_once('@') {
+        Some((name, _version)) => Some(name),
+        None => url.rsplit('/').next().filter(|name| !name.is_empty()),
+    }
 }
 
 /// Removes ANSI escape sequences (`ESC [ ... letter`), for text shown outside a terminal.
@@ -255,6 +271,26 @@ mod tests {
         assert_eq!(built.wasm, Path::new("/t/greeter.wasm"));
         let dependency = line.replace("/src/greeter/", "/registry/wstd/");
         assert_eq!(message(&dependency, Path::new(MANIFEST)), None);
+    }
+
+    #[test]
+    fn the_name_is_the_packages_with_its_dashes() {
+        let line = |id: &str| {
+            format!(
+                r#"{{"reason":"compiler-artifact","package_id":"{id}","manifest_path":"/src/todo-api/Cargo.toml","target":{{"kind":["cdylib"],"name":"todo_api"}},"filenames":["/t/todo_api.wasm"]}}"#
+            )
+        };
+        let manifest = Path::new("/src/todo-api/Cargo.toml");
+        for (id, name) in [
+            ("path+file:///src/todo-api#0.1.0", "todo-api"),
+            ("path+file:///src/todo-api#todo-api@0.1.0", "todo-api"),
+            ("path+file:///src/other-dir#todo-api@0.1.0", "todo-api"),
+        ] {
+            let Some(Message::Artifact(built)) = message(&line(id), manifest) else {
+                panic!("no artifact for {id}");
+            };
+            assert_eq!(built.name, name, "{id}");
+        }
     }
 
     #[test]

@@ -17,111 +17,137 @@ use crate::host::Limits;
 use crate::host::admission::{self, AdmissionLimits};
 use crate::host::limits::{self, Reuse, parse_size};
 
+/// `--help`'s headings for the flags of `serve` and `dev` that are not in groups of
+/// their own (HTTP/2, outbound HTTP, …).
+pub const LISTENERS: &str = "Listeners and TLS";
+pub const LIMITS: &str = "Limits per instance and request";
+pub const INSTANCES: &str = "Instances and queueing";
+pub const PROCESS: &str = "Process and logs";
+
 #[derive(Args)]
 pub struct HostArgs {
     /// PEM certificate chain for TLS; without it wedge uses a self-signed
     /// development certificate for localhost kept in the data dir.
-    #[arg(long, requires = "tls_key")]
+    #[arg(long, help_heading = LISTENERS, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
 
     /// PEM private key for --tls-cert.
-    #[arg(long, requires = "tls_cert")]
+    #[arg(long, help_heading = LISTENERS, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
     /// Linear memory per instance (e.g. 128MiB).
-    #[arg(long, default_value = "128MiB", value_parser = parse_size)]
+    #[arg(long, help_heading = LIMITS, value_name = "SIZE",
+          default_value = "128MiB", value_parser = parse_size)]
     memory: u64,
 
     /// CPU time per request: time spent running guest code, not waiting.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, help_heading = LIMITS, value_name = "DURATION",
+          default_value = "1s", value_parser = humantime::parse_duration)]
     cpu_time: Duration,
 
     /// Wall-clock time per request.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, help_heading = LIMITS, value_name = "DURATION",
+          default_value = "60s", value_parser = humantime::parse_duration)]
     wall_time: Duration,
 
     /// Largest request body accepted (e.g. 100MiB).
-    #[arg(long, default_value = "100MiB", value_parser = parse_size)]
+    #[arg(long, help_heading = LIMITS, value_name = "SIZE",
+          default_value = "100MiB", value_parser = parse_size)]
     max_body: u64,
 
     /// Memory wedge may hold on one instance's behalf outside its linear memory
     /// (resources, their fields and buffers, copies of guest data, e.g. 16MiB).
-    #[arg(long, default_value = "16MiB", value_parser = parse_positive_size)]
+    #[arg(long, help_heading = LIMITS, value_name = "SIZE",
+          default_value = "16MiB", value_parser = parse_positive_size)]
     host_memory: u64,
 
     /// Resources (handles) one instance may hold in the host at once.
-    #[arg(long, default_value_t = limits::DEFAULT_MAX_RESOURCES,
+    #[arg(long, help_heading = LIMITS, value_name = "N",
+          default_value_t = limits::DEFAULT_MAX_RESOURCES,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_resources: u32,
 
     /// Guest stdout/stderr bytes a second wedge writes to its log for the app, all
     /// its instances together (e.g. 64KiB); past it and --log-burst, lines are
     /// dropped, reported once a second and counted in /metrics.
-    #[arg(long, default_value = "64KiB", value_parser = parse_size)]
+    #[arg(long, help_heading = LIMITS, value_name = "SIZE",
+          default_value = "64KiB", value_parser = parse_size)]
     log_rate: u64,
 
     /// Guest output the app may write at once before --log-rate applies.
-    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+    #[arg(long, help_heading = LIMITS, value_name = "SIZE",
+          default_value = "1MiB", value_parser = parse_size)]
     log_burst: u64,
 
     /// Instances of the app running at once; more requests wait in a queue.
-    #[arg(long, default_value_t = admission::DEFAULT_MAX_CONCURRENT,
+    #[arg(long, help_heading = INSTANCES, value_name = "N",
+          default_value_t = admission::DEFAULT_MAX_CONCURRENT,
           value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
     max_concurrent: usize,
 
     /// Requests that may wait for an instance; more get 503 with Retry-After.
-    #[arg(long, default_value_t = admission::DEFAULT_QUEUE)]
+    #[arg(long, help_heading = INSTANCES, value_name = "N",
+          default_value_t = admission::DEFAULT_QUEUE)]
     queue: usize,
 
     /// How long a request may wait for an instance before it gets 503.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, help_heading = INSTANCES, value_name = "DURATION",
+          default_value = "5s", value_parser = humantime::parse_duration)]
     queue_timeout: Duration,
 
     /// Requests of one client connection that the client abandoned (reset) while
     /// their guest code still runs on a reused instance; past it, the connection's
     /// next requests to the app get 503 until they are done.
-    #[arg(long, default_value_t = admission::DEFAULT_MAX_ABANDONED_PER_CONNECTION,
+    #[arg(long, help_heading = INSTANCES, value_name = "N",
+          default_value_t = admission::DEFAULT_MAX_ABANDONED_PER_CONNECTION,
           value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
     max_abandoned_per_connection: usize,
 
     /// Requests one instance serves before it is replaced [default: 1 for a p2
     /// component (a fresh instance per request), 128 for p3]. Above 1, an
     /// instance's memory carries over between requests of the app.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, help_heading = INSTANCES, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
     instance_reuse: Option<u32>,
 
     /// Requests one p3 instance serves at once (p2 instances serve one at a time).
-    #[arg(long, default_value_t = limits::DEFAULT_INSTANCE_CONCURRENCY,
+    #[arg(long, help_heading = INSTANCES, value_name = "N",
+          default_value_t = limits::DEFAULT_INSTANCE_CONCURRENCY,
           value_parser = clap::value_parser!(u32).range(1..))]
     instance_concurrency: u32,
 
     /// How long a reused instance waits idle for its next request before it is dropped.
-    #[arg(long, default_value = "1s", value_parser = parse_positive_duration)]
+    #[arg(long, help_heading = INSTANCES, value_name = "DURATION",
+          default_value = "1s", value_parser = parse_positive_duration)]
     instance_idle: Duration,
 
     /// Instances alive at once across all apps (the instance pool's size); a
     /// request finding the pool full gets 503 with Retry-After.
-    #[arg(long, default_value_t = crate::host::PoolConfig::default().max_instances,
+    #[arg(long, help_heading = INSTANCES, value_name = "N",
+          default_value_t = crate::host::PoolConfig::default().max_instances,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_instances: u32,
 
     /// Linear memory each instance pool slot keeps resident between instances
     /// (only the pages an instance dirtied are reset; needs Linux 6.7+, else
     /// ignored). 0 gives every page back to the kernel after each instance.
-    #[arg(long, default_value = "16MiB", value_parser = parse_size)]
+    #[arg(long, help_heading = INSTANCES, value_name = "SIZE",
+          default_value = "16MiB", value_parser = parse_size)]
     pool_keep_resident: u64,
 
     /// Worker threads serving connections, each with its own listeners on the same
     /// addresses (SO_REUSEPORT) [default: one per core].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, help_heading = PROCESS, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
     workers: Option<u32>,
 
     /// On Ctrl-C/SIGTERM, how long requests in flight may take to finish.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, help_heading = PROCESS, value_name = "DURATION",
+          default_value = "30s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
 
     /// Where wedge keeps its data (precompiled components, certificates).
-    #[arg(long, env = "WEDGE_DATA_DIR")]
+    #[arg(long, help_heading = PROCESS, value_name = "DIR", env = "WEDGE_DATA_DIR")]
     data_dir: Option<PathBuf>,
 
     #[command(flatten)]

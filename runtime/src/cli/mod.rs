@@ -1,5 +1,6 @@
 //! The `wedge` command line.
 
+mod addr;
 mod admin_args;
 mod admin_client;
 mod apps;
@@ -110,9 +111,23 @@ fn clap_error(err: clap::Error) -> ExitCode {
                 .take_while(|line| !line.trim().is_empty())
                 .map(str::trim)
                 .collect();
-            eprintln!("{} (see `wedge --help`)", message.join(" "));
+            eprintln!("{} (see `{}`)", message.join(" "), help_command());
             ExitCode::from(EXIT_BAD_INPUT)
         }
+    }
+}
+
+/// `wedge SUBCOMMAND --help` for the subcommand the command line names, else
+/// `wedge --help`.
+fn help_command() -> String {
+    let cli = <Cli as clap::CommandFactory>::command();
+    let subcommand = std::env::args()
+        .skip(1)
+        .find(|arg| !arg.starts_with('-'))
+        .filter(|arg| cli.find_subcommand(arg).is_some());
+    match subcommand {
+        Some(name) => format!("wedge {name} --help"),
+        None => "wedge --help".to_string(),
     }
 }
 

@@ -1,18 +1,22 @@
-//! `wedge new NAME`: scaffolds a guest crate that `wedge dev NAME` serves.
+//! `wedge new NAME`: scaffolds a guest crate that `wedge dev NAME` serves, in a git
+//! repository of its own unless it is created inside one.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
+use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 
 #[derive(Args)]
 pub struct NewArgs {
-    /// Name of the crate and of the directory created for it.
+    /// Name of the app, of its crate and of the directory created for it:
+    /// lowercase letters, digits, `-` and `_`, starting with a letter.
     name: String,
 
-    /// Path of the wedge-sdk crate to depend on (default: the one in the
-    /// source tree wedge was built from).
-    #[arg(long)]
+    /// The wedge-sdk crate to depend on: its directory [default: the one in the
+    /// source tree wedge was built from]. Written relative to the new crate when
+    /// both are in one git repository, else as an absolute path.
+    #[arg(long, value_name = "PATH")]
     sdk: Option<PathBuf>,
 }
 
@@ -20,14 +24,25 @@ pub struct NewArgs {
 const BUILT_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-sdk");
 
 pub fn run(args: NewArgs) -> Result<()> {
-    check_crate_name(&args.name)?;
+    // The crate's name is the app's (`wedge dev` and `wedge serve DIR` serve it
+    // under it), so it must be one `wedge deploy` and wedge.toml take too.
+    crate::config::check_app_name(&args.name).map_err(|reason| anyhow!(reason))?;
     let dir = PathBuf::from(&args.name);
     if dir.exists() {
         bail!("{} already exists", dir.display());
     }
-    let sdk = sdk_path(args.sdk.as_deref())?;
+    let sdk = sdk_dir(args.sdk.as_deref())?;
+    let cwd = std::env::current_dir()
+        .and_then(|cwd| cwd.canonicalize())
+        .context("finding the current directory")?;
+    let repository = repository(&cwd);
+    let sdk_dependency = match &repository {
+        // Moved or cloned together, they stay together: a relative path keeps working.
+        Repository::Inside(top) if sdk.starts_with(top) => relative(&sdk, &cwd.join(&dir)),
+        _ => sdk.clone(),
+    };
     let files = [
-        ("Cargo.toml", cargo_toml(&args.name, &sdk)),
+        ("Cargo.toml", cargo_toml(&args.name, &sdk_dependency)),
         ("src/lib.rs", LIB_RS.to_string()),
         (".cargo/config.toml", CARGO_CONFIG.to_string()),
         (".gitignore", "/target\n".to_string()),
@@ -44,40 +59,88 @@ pub fn run(args: NewArgs) -> Result<()> {
         "created `{}`: edit {}/src/lib.rs, then run `wedge dev {}`",
         args.name, args.name, args.name
     );
+    println!(
+        "  wedge-sdk: {} (another with `wedge new --sdk PATH`)",
+        sdk.display()
+    );
+    match repository {
+        Repository::Inside(top) => println!("  git: inside the repository at {}", top.display()),
+        Repository::Outside => match git_init(&dir) {
+            Ok(()) => println!("  git: a new repository in {}/", args.name),
+            Err(err) => eprintln!("wedge: no git repository created: {err:#}"),
+        },
+        Repository::NoGit => eprintln!("wedge: git is not installed: no repository created"),
+    }
     Ok(())
 }
 
-/// Cargo's rules, kept simple: ASCII letters, digits, `-` and `_`, starting
-/// with a letter.
-fn check_crate_name(name: &str) -> Result<()> {
-    let starts_with_letter = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
-    let valid_chars = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !starts_with_letter || !valid_chars {
+/// Whether a directory is in a git work tree.
+enum Repository {
+    /// In the one at this (absolute) top directory.
+    Inside(PathBuf),
+    /// In none, as far as git looks (up to `GIT_CEILING_DIRECTORIES`).
+    Outside,
+    /// `git` is not on PATH.
+    NoGit,
+}
+
+fn repository(dir: &Path) -> Repository {
+    let out = Command::new("git")
+        .args(["rev-parse", "--show-toplevel"])
+        .current_dir(dir)
+        .output();
+    match out {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Repository::NoGit,
+        Ok(out) if out.status.success() => {
+            let top = String::from_utf8_lossy(&out.stdout);
+            Repository::Inside(PathBuf::from(top.trim_end_matches('\n')))
+        }
+        // Not a repository, or git could not tell: a new one does no harm.
+        _ => Repository::Outside,
+    }
+}
+
+fn git_init(dir: &Path) -> Result<()> {
+    let out = Command::new("git")
+        .args(["init", "--quiet"])
+        .current_dir(dir)
+        .output()
+        .context("running git init")?;
+    if !out.status.success() {
         bail!(
-            "`{name}` is not a crate name: use letters, digits, `-` and `_`, starting with a letter"
+            "git init failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
         );
     }
     Ok(())
 }
 
-fn sdk_path(given: Option<&Path>) -> Result<PathBuf> {
+/// The SDK directory: `given`, else the one wedge was built from; absolute.
+fn sdk_dir(given: Option<&Path>) -> Result<PathBuf> {
     let path = given.unwrap_or(Path::new(BUILT_SDK));
-    let manifest = path.join("Cargo.toml");
-    if !manifest.is_file() {
-        bail!(
-            "no wedge-sdk crate at {} (pass its directory with --sdk)",
-            path.display()
-        );
+    if !path.join("Cargo.toml").is_file() {
+        let hint = match given {
+            Some(_) => "a wedge-sdk crate's directory holds its Cargo.toml",
+            None => "pass the directory of a wedge-sdk checkout with --sdk PATH",
+        };
+        bail!("no wedge-sdk crate at {} ({hint})", path.display());
     }
     path.canonicalize()
         .with_context(|| format!("resolving {}", path.display()))
 }
 
+/// `path` relative to `from`, both absolute and free of `..` and symlinks.
+fn relative(path: &Path, from: &Path) -> PathBuf {
+    let path: Vec<Component> = path.components().collect();
+    let from: Vec<Component> = from.components().collect();
+    let shared = path.iter().zip(&from).take_while(|(a, b)| a == b).count();
+    let up = from[shared..].iter().map(|_| Component::ParentDir);
+    up.chain(path[shared..].iter().copied()).collect()
+}
+
 fn cargo_toml(name: &str, sdk: &Path) -> String {
-    // TOML basic strings escape `\` and `"`; paths here have neither on
-    // Unix, but a literal string keeps any path intact.
+    // A JSON string is also a TOML basic string.
+    let sdk = serde_json::json!(sdk.display().to_string());
     format!(
         r#"[package]
 name = "{name}"
@@ -88,7 +151,8 @@ edition = "2024"
 crate-type = ["cdylib"]
 
 [dependencies]
-wedge-sdk = {{ path = '{sdk}' }}
+# Another checkout of the SDK: `wedge new --sdk PATH`, or edit the path.
+wedge-sdk = {{ path = {sdk} }}
 
 [profile.release]
 opt-level = "s"
@@ -96,8 +160,7 @@ strip = true
 
 # Its own workspace, so it builds wherever it was created.
 [workspace]
-"#,
-        sdk = sdk.display()
+"#
     )
 }
 
@@ -122,18 +185,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn crate_names_follow_cargo() {
-        assert!(check_crate_name("my-handler_2").is_ok());
-        for bad in ["", "2fast", "-x", "has space", "ünicode", "a/b"] {
-            assert!(check_crate_name(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
     fn the_manifest_names_the_crate_and_the_sdk() {
         let toml = cargo_toml("greeter", Path::new("/opt/wedge/guest-sdk"));
         assert!(toml.contains("name = \"greeter\""));
-        assert!(toml.contains("wedge-sdk = { path = '/opt/wedge/guest-sdk' }"));
+        assert!(toml.contains(r#"wedge-sdk = { path = "/opt/wedge/guest-sdk" }"#));
         assert!(toml.contains("crate-type = [\"cdylib\"]"));
+        let quoted = cargo_toml("greeter", Path::new(r#"/opt/a "b"\c/guest-sdk"#));
+        assert!(quoted.contains(r#"wedge-sdk = { path = "/opt/a \"b\"\\c/guest-sdk" }"#));
+    }
+
+    #[test]
+    fn relative_paths_climb_to_the_shared_directory() {
+        let sdk = Path::new("/repo/guest-sdk");
+        assert_eq!(
+            relative(sdk, Path::new("/repo/apps/greeter")),
+            Path::new("../../guest-sdk")
+        );
+        assert_eq!(
+            relative(sdk, Path::new("/repo/greeter")),
+            Path::new("../guest-sdk")
+        );
     }
 }

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use super::addr::parse_listen;
 use super::admin_args::AdminArgs;
 use super::config_watch;
-use super::host_args::HostArgs;
+use super::host_args::{HostArgs, LISTENERS, PROCESS};
 use super::registry_args::RegistryArgs;
 use super::server::{self, Addresses, Started};
 use super::target::Target;
@@ -40,24 +41,27 @@ pub struct ServeArgs {
               "instance_idle"])]
     config_file: Option<PathBuf>,
 
-    /// Cleartext address: HTTP/1.1, and HTTP/2 with prior knowledge (h2c).
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    /// Cleartext address: HTTP/1.1, and HTTP/2 with prior knowledge (h2c). A host
+    /// name (localhost:8080) stands for its first IPv4 address.
+    #[arg(long, help_heading = LISTENERS, value_name = "ADDR", default_value = "127.0.0.1:8080",
+          value_parser = parse_listen)]
     listen: SocketAddr,
 
     /// TLS address: HTTP/2 or HTTP/1.1, chosen by ALPN; HTTP/3 on its port over UDP.
-    #[arg(long, default_value = "127.0.0.1:8443")]
+    #[arg(long, help_heading = LISTENERS, value_name = "ADDR", default_value = "127.0.0.1:8443",
+          value_parser = parse_listen)]
     tls_listen: SocketAddr,
 
     /// Serve cleartext only (no TLS listener).
-    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
+    #[arg(long, help_heading = LISTENERS, conflicts_with_all = ["tls_cert", "tls_key"])]
     no_tls: bool,
-
-    /// Log one line per request (app, method, path, status, bytes, time, protocol).
-    #[arg(long)]
-    access_log: bool,
 
     #[command(flatten)]
     host: HostArgs,
+
+    /// Log one line per request (app, method, path, status, bytes, time, protocol).
+    #[arg(long, help_heading = PROCESS)]
+    access_log: bool,
 
     #[command(flatten)]
     admin: AdminArgs,

@@ -4,14 +4,15 @@
 mod reload;
 mod watch;
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use clap::Args;
 
-use super::host_args::HostArgs;
+use super::addr::parse_host;
+use super::host_args::{HostArgs, LISTENERS};
 use super::server::{self, Addresses, Started};
 use crate::host::{Site, Tenant};
 use crate::net::AccessLog;
@@ -24,17 +25,22 @@ pub struct DevArgs {
     dir: PathBuf,
 
     /// Port for HTTP/1.1 and h2c on 127.0.0.1.
-    #[arg(long, default_value_t = 8080)]
+    #[arg(long, help_heading = LISTENERS, value_name = "PORT", default_value_t = 8080)]
     port: u16,
 
     /// Port for TLS (HTTP/1.1 and HTTP/2 by ALPN) and HTTP/3 (UDP) on localhost
     /// (127.0.0.1 and ::1).
-    #[arg(long, default_value_t = 8443)]
+    #[arg(long, help_heading = LISTENERS, value_name = "PORT", default_value_t = 8443)]
     tls_port: u16,
 
     /// Serve cleartext only (no TLS listener).
-    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
+    #[arg(long, help_heading = LISTENERS, conflicts_with_all = ["tls_cert", "tls_key"])]
     no_tls: bool,
+
+    /// Listen on this address (both ports) instead of localhost, e.g. 0.0.0.0 or ::
+    /// in a container: an IP address, or a host name (its first IPv4 address).
+    #[arg(long = "host", help_heading = LISTENERS, value_name = "ADDR", value_parser = parse_host)]
+    bind: Option<IpAddr>,
 
     #[command(flatten)]
     host: HostArgs,
@@ -59,15 +65,23 @@ pub fn run(args: DevArgs) -> Result<()> {
     // The TLS URL says `localhost`, which browsers resolve to both loopbacks: a
     // browser that follows Alt-Svc to QUIC on ::1 has no fallback to 127.0.0.1.
     let localhost = |port| vec![local(port), SocketAddr::from((Ipv6Addr::LOCALHOST, port))];
+    // --host: that address instead of localhost's (the URLs then name it, unless
+    // it reaches localhost too: a loopback or unspecified address).
+    let (plain, tls) = match args.bind {
+        Some(ip) => (
+            vec![SocketAddr::new(ip, args.port)],
+            vec![SocketAddr::new(ip, args.tls_port)],
+        ),
+        None => (vec![local(args.port)], localhost(args.tls_port)),
+    };
+    let reaches_localhost = args
+        .bind
+        .is_none_or(|ip| ip.is_loopback() || ip.is_unspecified());
     let addresses = Addresses {
-        plain: vec![local(args.port)],
-        tls: if args.no_tls {
-            Vec::new()
-        } else {
-            localhost(args.tls_port)
-        },
+        plain,
+        tls: if args.no_tls { Vec::new() } else { tls },
         // The development certificate is for `localhost`.
-        tls_host: args.host.tls_cert.is_none().then_some("localhost"),
+        tls_host: (args.host.tls_cert.is_none() && reaches_localhost).then_some("localhost"),
         pem: args.host.pem(),
     };
     server::run(
