@@ -428,3 +428,90 @@ async fn a_dribbled_body_is_bounded_by_the_wall_time() {
     assert_eq!(running(&samples, "upload"), 0.0);
     still_serves(&admin).await;
 }
+
+/// A connection from `from` (a loopback address) to `addr` that got one answer, so
+/// the server has accepted it and holds it (kept alive); `None` if the server closed
+/// it instead.
+async fn held_connection(from: &str, addr: &str) -> Option<TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let mut stream = socket.connect(addr.parse().unwrap()).await.unwrap();
+    let request = b"GET /sleep?ms=0 HTTP/1.1\r\nhost: x\r\n\r\n";
+    if stream.write_all(request).await.is_err() {
+        return None;
+    }
+    let mut head = [0u8; 12];
+    match stream.read_exact(&mut head).await {
+        Ok(_) if head.starts_with(b"HTTP/1.1 200") => {
+            // The rest of the answer, so the connection is idle again.
+            let mut rest = [0u8; 4096];
+            let _ = tokio::time::timeout(Duration::from_millis(100), stream.read(&mut rest)).await;
+            Some(stream)
+        }
+        _ => None,
+    }
+}
+
+/// Attack review (issue 16): one client holding ~20,000 idle connections ran wedge
+/// out of file descriptors, and every tenant stopped answering. A client gets at
+/// most `--max-connections-per-client`, everyone together `--max-connections`;
+/// past either a new connection is closed on arrival, counted and logged, and a
+/// place freed is taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_holds_at_most_its_share_of_connections_and_all_at_most_the_cap() {
+    let admin = Arc::new(
+        tokio::task::spawn_blocking(|| {
+            let apps = format!(
+                "[[app]]\nname = \"faults\"\ncomponent = \"{}\"\nroutes = [\"/\"]\n",
+                example("faults").display()
+            );
+            let flags = ["--max-connections=30", "--max-connections-per-client=10"];
+            Admin::start(&apps, &flags, LOG)
+        })
+        .await
+        .unwrap(),
+    );
+    let addr = plain_addr(&admin);
+    let mut held = Vec::new();
+    for _ in 0..10 {
+        held.push(
+            held_connection("127.0.0.2", &addr)
+                .await
+                .expect("within its share"),
+        );
+    }
+    assert!(
+        held_connection("127.0.0.2", &addr).await.is_none(),
+        "past its share"
+    );
+    // Another client is served meanwhile.
+    let mut others = Vec::new();
+    for from in ["127.0.0.3", "127.0.0.4"] {
+        for _ in 0..10 {
+            others.push(held_connection(from, &addr).await.expect("within the cap"));
+        }
+    }
+    // 30 open: nobody new gets in.
+    assert!(
+        held_connection("127.0.0.5", &addr).await.is_none(),
+        "past the cap"
+    );
+    wait_for_log(
+        &admin,
+        "closed on arrival: 127.0.0.2 has 10 open (--max-connections-per-client)",
+    )
+    .await;
+    drop(held);
+    // Once the server has seen them go, their places are taken again (bounded).
+    let mut again = None;
+    for _ in 0..500 {
+        again = held_connection("127.0.0.5", &addr).await;
+        if again.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(again.is_some(), "a freed place was never taken again");
+    let samples = scrape(&admin).await;
+    assert!(closed(&samples, "connection_limit") >= 2.0);
+}

@@ -29,6 +29,18 @@ pub struct ConnArgs {
     #[arg(long, value_name = "N", default_value_t = defaults().h1_chunk_budget,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub h1_chunk_budget: u32,
+
+    /// TCP connections open at once, all listeners and workers together; past it
+    /// a new one is closed on arrival. Keep it below the file limit (`ulimit -n`).
+    #[arg(long, value_name = "N", default_value_t = defaults().max_connections,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// TCP connections open at once from one client (an IPv4 address, or an IPv6
+    /// /64); past it the client's new ones are closed on arrival.
+    #[arg(long, value_name = "N", default_value_t = defaults().max_connections_per_client,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections_per_client: u32,
 }
 
 impl ConnArgs {
@@ -38,6 +50,8 @@ impl ConnArgs {
             handshake: self.handshake_timeout.into(),
             h1_header_read: self.h1_header_read_timeout.into(),
             h1_chunk_budget: self.h1_chunk_budget,
+            max_connections: self.max_connections,
+            max_connections_per_client: self.max_connections_per_client,
         }
     }
 }
@@ -69,6 +83,8 @@ mod tests {
             "--handshake-timeout=300ms",
             "--h1-header-read-timeout=2s",
             "--h1-chunk-budget=7",
+            "--max-connections=50",
+            "--max-connections-per-client=5",
         ]);
         assert_eq!(
             cli.conn.to_limits(),
@@ -76,6 +92,8 @@ mod tests {
                 handshake: Duration::from_millis(300),
                 h1_header_read: Duration::from_secs(2),
                 h1_chunk_budget: 7,
+                max_connections: 50,
+                max_connections_per_client: 5,
             }
         );
     }

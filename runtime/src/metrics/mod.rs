@@ -89,10 +89,12 @@ pub enum CloseReason {
     /// HTTP/1.1: request bodies in chunks too small for what decoding them costs
     /// (past the chunk budget).
     ChunkFlood,
+    /// Closed on arrival: past --max-connections or --max-connections-per-client.
+    ConnectionLimit,
 }
 
 impl CloseReason {
-    const ALL: [CloseReason; 10] = [
+    const ALL: [CloseReason; 11] = [
         CloseReason::HandshakeTimeout,
         CloseReason::TlsError,
         CloseReason::HeaderTimeout,
@@ -103,6 +105,7 @@ impl CloseReason {
         CloseReason::Incomplete,
         CloseReason::ProtocolError,
         CloseReason::ChunkFlood,
+        CloseReason::ConnectionLimit,
     ];
 
     fn label(self) -> &'static str {
@@ -117,6 +120,7 @@ impl CloseReason {
             CloseReason::Incomplete => "incomplete",
             CloseReason::ProtocolError => "protocol_error",
             CloseReason::ChunkFlood => "chunk_flood",
+            CloseReason::ConnectionLimit => "connection_limit",
         }
     }
 }

@@ -17,6 +17,9 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use super::conn_gate::{
+    Admitted, ConnGate, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, Refused,
+};
 use super::frontend::Frontend;
 use super::h2::H2Config;
 use super::h3::H3Config;
@@ -45,6 +48,17 @@ pub struct ConnLimits {
     /// HTTP/1.1 request body frames (chunks) beyond what their octets pay for
     /// ([`super::h1::ChunkBudget`]): past it the connection is closed.
     pub h1_chunk_budget: u32,
+    /// TCP connections open at once, all workers together ([`ConnGate`]).
+    pub max_connections: u32,
+    /// TCP connections open at once from one client (IPv4 address, IPv6 /64).
+    pub max_connections_per_client: u32,
+}
+
+impl ConnLimits {
+    /// A count of open connections within these limits.
+    fn gate(&self) -> Arc<ConnGate> {
+        ConnGate::new(self.max_connections, self.max_connections_per_client)
+    }
 }
 
 impl Default for ConnLimits {
@@ -53,6 +67,8 @@ impl Default for ConnLimits {
             handshake: HANDSHAKE_TIMEOUT,
             h1_header_read: super::h1::HEADER_READ_TIMEOUT,
             h1_chunk_budget: super::h1::DEFAULT_CHUNK_BUDGET,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
         }
     }
 }
@@ -66,6 +82,8 @@ pub struct Listeners {
     /// HTTP/3's sockets: the TLS addresses, over UDP.
     quic: Vec<std::net::UdpSocket>,
     limits: ConnLimits,
+    /// The connections open now, all workers' (`join` shares it).
+    gate: Arc<ConnGate>,
 }
 
 /// HTTP/3 beside the TLS listener: quinn's server config (the TLS listener's
@@ -184,11 +202,13 @@ impl Listeners {
         } else {
             Vec::new()
         };
+        let limits = ConnLimits::default();
         Ok(Listeners {
             plain,
             tls,
             quic,
-            limits: ConnLimits::default(),
+            gate: limits.gate(),
+            limits,
         })
     }
 
@@ -205,12 +225,18 @@ impl Listeners {
             tls: bind_all(&addrs(&self.tls), Share::Join, tcp, tcp_port, "")?,
             quic: bind_all(&udp_addrs, Share::Join, udp, udp_port, " (UDP, for HTTP/3)")?,
             limits: self.limits,
+            // One count of connections for the process: its file descriptors are.
+            gate: self.gate.clone(),
         })
     }
 
     /// The same listeners, closing connections past `limits`.
     pub fn with_limits(self, limits: ConnLimits) -> Listeners {
-        Listeners { limits, ..self }
+        Listeners {
+            gate: limits.gate(),
+            limits,
+            ..self
+        }
     }
 
     /// The (first) cleartext address actually bound (port 0 resolved).
@@ -306,21 +332,22 @@ impl Listeners {
             tokio::select! {
                 _ = &mut stop => break,
                 accepted = accept(&plain, &mut plain_turn) => {
-                    if let Some(stream) = accepted {
+                    if let Some((stream, admitted)) = admit(accepted, &self.gate, &shared) {
                         let open = shared.frontend.accepted();
                         let serving = plain_connection(stream, shared.clone());
                         connections.spawn(async move {
-                            let _open = open;
+                            let _open = (open, admitted);
                             serving.await
                         });
                     }
                 }
                 accepted = accept(&tls, &mut tls_turn) => {
-                    if let (Some(stream), Some(acceptor)) = (accepted, &acceptor) {
+                    let admitted = admit(accepted, &self.gate, &shared);
+                    if let (Some((stream, admitted)), Some(acceptor)) = (admitted, &acceptor) {
                         let open = shared.frontend.accepted();
                         let serving = tls_connection(stream, acceptor.clone(), tls_shared.clone());
                         connections.spawn(async move {
-                            let _open = open;
+                            let _open = (open, admitted);
                             serving.await
                         });
                     }
@@ -390,7 +417,7 @@ fn addrs(listeners: &[std::net::TcpListener]) -> Vec<SocketAddr> {
 /// the last that gave one (`turn`), so no listener starves another; pends forever
 /// when there is none. Accept errors (e.g. out of file descriptors) are logged and
 /// yield `None` after a short pause, so serving goes on.
-async fn accept(listeners: &[TcpListener], turn: &mut usize) -> Option<TcpStream> {
+async fn accept(listeners: &[TcpListener], turn: &mut usize) -> Option<(TcpStream, SocketAddr)> {
     let accepted = std::future::poll_fn(|cx| {
         for i in 0..listeners.len() {
             let index = (*turn + i) % listeners.len();
@@ -402,13 +429,48 @@ async fn accept(listeners: &[TcpListener], turn: &mut usize) -> Option<TcpStream
         Poll::Pending
     });
     match accepted.await {
-        Ok((stream, _peer)) => {
+        Ok((stream, peer)) => {
             let _ = stream.set_nodelay(true);
-            Some(stream)
+            Some((stream, peer))
         }
         Err(err) => {
             tracing::warn!("accept failed: {err}");
             tokio::time::sleep(Duration::from_millis(50)).await;
+            None
+        }
+    }
+}
+
+/// A place for an accepted connection within the connection limits; one past them is
+/// closed at once (dropped), counted, and logged at the first and every 1,000th.
+fn admit(
+    accepted: Option<(TcpStream, SocketAddr)>,
+    gate: &Arc<ConnGate>,
+    shared: &Shared,
+) -> Option<(TcpStream, Admitted)> {
+    let (stream, peer) = accepted?;
+    match gate.admit(peer.ip()) {
+        Ok(admitted) => Some((stream, admitted)),
+        Err(refused) => {
+            shared.frontend.closed(CloseReason::ConnectionLimit);
+            if gate.refusal() % 1000 == 1 {
+                let why = match refused {
+                    Refused::Full => format!(
+                        "{} connections are open (--max-connections)",
+                        shared.limits.max_connections
+                    ),
+                    Refused::ClientFull => format!(
+                        "{} has {} open (--max-connections-per-client)",
+                        peer.ip(),
+                        shared.limits.max_connections_per_client
+                    ),
+                };
+                tracing::warn!(
+                    "connection from {peer} closed on arrival: {why} \
+                     ({} refused since start)",
+                    gate.refused()
+                );
+            }
             None
         }
     }

@@ -2,6 +2,7 @@
 
 pub mod access_log;
 pub mod cert;
+pub mod conn_gate;
 pub mod frontend;
 pub mod h1;
 pub mod h2;
