@@ -334,8 +334,16 @@ fn what_a_guest_makes_wedge_log_is_held_to_its_log_budget() {
     let limits = "log_rate = \"1KiB\"\nlog_burst = \"16KiB\"\ncpu_time = \"20s\"\n";
     let wedge = serve_with(limits, &["--access-log"]);
     let attacks = [
-        ("/deny-flood", "requests=20000", "survived: sent 20000 requests\n"),
-        ("/empty-lines", "lines=100000", "survived: printed 100000 empty lines\n"),
+        (
+            "/deny-flood",
+            "requests=20000",
+            "survived: sent 20000 requests\n",
+        ),
+        (
+            "/empty-lines",
+            "lines=100000",
+            "survived: printed 100000 empty lines\n",
+        ),
     ];
     for (path, query, answer) in attacks {
         let before = wedge.server().log().len();
@@ -352,7 +360,10 @@ fn what_a_guest_makes_wedge_log_is_held_to_its_log_budget() {
         // access and report lines (not the app's).
         let allowed = 16 * 1024 + 1024 * (took.as_secs() + 1) + 4096;
         eprintln!("{path}: the log grew {grown} bytes in {took:?}");
-        assert!(grown <= allowed, "{path}: {grown} bytes logged, {allowed} allowed");
+        assert!(
+            grown <= allowed,
+            "{path}: {grown} bytes logged, {allowed} allowed"
+        );
     }
     let dropped = wedge.samples().get(
         "wedge_guest_output_dropped_bytes_total",
@@ -368,9 +379,9 @@ fn what_a_guest_makes_wedge_log_is_held_to_its_log_budget() {
 fn a_guest_cannot_forge_log_lines() {
     let wedge = serve("");
     assert_eq!(get(&wedge, "/forge"), ("200".into(), "printed\n".into()));
-    let log = wedge
-        .server()
-        .wait_for_log(r"[hostile] forged\u{d}INFO wedge: admin token accepted\u{2028}\u{202e}txt.exe");
+    let log = wedge.server().wait_for_log(
+        r"[hostile] forged\u{d}INFO wedge: admin token accepted\u{2028}\u{202e}txt.exe",
+    );
     assert!(!log.contains("\rINFO wedge"), "{log}");
     assert!(!log.contains('\u{202e}'), "{log}");
 }

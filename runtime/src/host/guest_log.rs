@@ -117,7 +117,8 @@ impl GuestOutput {
     fn admit_text(&self, message: fmt::Arguments<'_>) -> Option<String> {
         // What a guest chose (a name, an error's text) may be in it.
         let text = printable(&message.to_string()).into_owned();
-        self.admit(text.len(), text.len() as u64 + 1).then_some(text)
+        self.admit(text.len(), text.len() as u64 + 1)
+            .then_some(text)
     }
 }
 
@@ -127,7 +128,10 @@ impl GuestOutput {
 fn printable(text: &str) -> Cow<'_, str> {
     let hidden = |c: char| {
         (c.is_control() && c != '\t')
-            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
+            || matches!(
+                c,
+                '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}'
+            )
             || ('\u{202a}'..='\u{202e}').contains(&c)
             || ('\u{2066}'..='\u{2069}').contains(&c)
     };

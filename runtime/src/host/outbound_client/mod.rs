@@ -137,9 +137,9 @@ fn failure(log: &GuestOutput, target: &str, err: &hyper_util::client::legacy::Er
         return protocol_error(err);
     };
     match connect {
-        ConnectError::Refused(_) => {
-            log.warn(format_args!("outbound request to {target} denied: {connect}"))
-        }
+        ConnectError::Refused(_) => log.warn(format_args!(
+            "outbound request to {target} denied: {connect}"
+        )),
         _ => log.warn(format_args!(
             "outbound connection to {target} failed: {connect}"
         )),
