@@ -8,13 +8,14 @@
 
 mod support;
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use rcgen::PublicKeyData as _;
-use support::{Server, new_crate, temp_dir};
+use support::{Server, new_crate, repo, temp_dir};
 
 /// How long one Chromium run may take (start, load, quit). A bound, not a wait.
 const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(120);
@@ -152,11 +153,11 @@ fn spki_hash(data_dir: &Path) -> String {
 }
 
 /// Headless Chromium in `netns` with its own profile, trusting the dev certificate
-/// of `data_dir`, run with `args` to its end (bounded).
-fn run_chromium(chromium: &Path, netns: &Netns, data_dir: &Path, args: &[&str]) -> Output {
+/// of `data_dir`, with `args`; in a process group of its own, to be ended whole.
+fn chromium_command(chromium: &Path, netns: &Netns, data_dir: &Path, args: &[&str]) -> Command {
     let profile = temp_dir("chromium-profile");
-    let mut child = netns
-        .command(chromium)
+    let mut command = netns.command(chromium);
+    command
         .args([
             "--headless",
             "--no-sandbox",
@@ -175,6 +176,36 @@ fn run_chromium(chromium: &Path, netns: &Netns, data_dir: &Path, args: &[&str]) 
         .arg("--origin-to-force-quic-on=localhost:1")
         .arg("--enable-quic")
         .args(args)
+        .process_group(0)
+        .stdin(Stdio::null());
+    command
+}
+
+/// A Chromium left running (on a page), ended with its process group when dropped.
+struct Open(Child);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+/// Chromium opening `url` and staying on it (it does until killed).
+fn open_chromium(chromium: &Path, netns: &Netns, data_dir: &Path, url: &str) -> Open {
+    let child = chromium_command(chromium, netns, data_dir, &[url])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("running chromium");
+    Open(child)
+}
+
+/// Chromium run with `args` to its end (bounded).
+fn run_chromium(chromium: &Path, netns: &Netns, data_dir: &Path, args: &[&str]) -> Output {
+    let mut child = chromium_command(chromium, netns, data_dir, args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -189,17 +220,19 @@ fn run_chromium(chromium: &Path, netns: &Netns, data_dir: &Path, args: &[&str]) 
         })
     };
     let (stdout, stderr) = (read(Box::new(stdout)), read(Box::new(stderr)));
+    let mut child = Open(child);
     let deadline = Instant::now() + CHROMIUM_TIMEOUT;
     let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
+        if let Some(status) = child.0.try_wait().unwrap() {
             break status;
         }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("chromium {args:?} did not finish within {CHROMIUM_TIMEOUT:?}");
-        }
+        assert!(
+            Instant::now() < deadline,
+            "chromium {args:?} did not finish within {CHROMIUM_TIMEOUT:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
+    drop(child);
     Output {
         status,
         stdout: stdout.join().unwrap(),
@@ -272,4 +305,118 @@ fn chromium_reaches_the_dev_server_over_h2_then_h3_by_alt_svc() {
     };
     assert_eq!(protocols("/"), ["h2"], "{log}");
     assert!(protocols("/ping").contains(&"h3"), "{log}");
+}
+
+/// A page of the app, with an end of body for the banner.
+const PAGE: &str = "<!DOCTYPE html><html><head><title>greeter</title></head>\
+<body style=\"font-family:sans-serif\"><h1>Hello from the app</h1>\
+<p>The last version that built.</p></body></html>";
+
+/// How often `needle` is in `log` after its first line containing `after`.
+fn count_after(log: &str, after: &str, needle: &str) -> usize {
+    log.lines()
+        .skip_while(|line| !line.contains(after))
+        .filter(|line| line.contains(needle))
+        .count()
+}
+
+#[test]
+fn a_broken_build_shows_in_chromium_and_its_pages_reload_once_it_is_fixed() {
+    let Some(chromium) = chromium() else { return };
+    let dir = html_crate("browserbroken", PAGE);
+    let netns = Netns::new();
+    let data_dir = temp_dir("browser-data");
+    let server = dev_in(&netns, &dir, &data_dir);
+    let url = server.tls_url.clone().expect("a TLS URL");
+
+    // An unknown name and a format argument too many: two errors, one help.
+    let broken = html_handler(PAGE).replace(
+        "format!(\"text at {path}\\n\")",
+        "format!(\"text at {path}\\n\", missing)",
+    );
+    assert_ne!(broken, html_handler(PAGE));
+    std::fs::write(dir.join("src/lib.rs"), &broken).unwrap();
+    server.wait_for_log("still serving the last version that built");
+
+    // The error page and the app's page with its banner, as a browser draws them.
+    let shots = repo().join("target/browser");
+    std::fs::create_dir_all(&shots).unwrap();
+    for (path, file, size) in [
+        ("/_wedge/build", "dev-overlay.png", "1200,800"),
+        ("/", "dev-banner.png", "1200,400"),
+    ] {
+        let png = shots.join(file);
+        let _ = std::fs::remove_file(&png);
+        let screenshot = format!("--screenshot={}", png.display());
+        let window = format!("--window-size={size}");
+        let page = format!("{url}{path}");
+        let out = run_chromium(
+            &chromium,
+            &netns,
+            &data_dir,
+            &["--hide-scrollbars", &screenshot, &window, &page],
+        );
+        let bytes = std::fs::read(&png).unwrap_or_else(|err| {
+            panic!(
+                "no screenshot of {path} ({err}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert!(bytes.starts_with(b"\x89PNG"), "{}", png.display());
+        eprintln!("screenshot of {path}: {}", png.display());
+    }
+    // What they showed, in the DOM.
+    let dom = |path: &str| {
+        let out = run_chromium(
+            &chromium,
+            &netns,
+            &data_dir,
+            &["--dump-dom", &format!("{url}{path}")],
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let page = dom("/_wedge/build");
+    assert!(
+        page.contains("<h1>browserbroken failed to build</h1>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("cannot find value `missing` in this scope"),
+        "{page}"
+    );
+    assert!(page.contains("<span class=\"loc\">src/lib.rs:"), "{page}");
+    let app = dom("/");
+    assert!(app.contains("<h1>Hello from the app</h1>"), "{app}");
+    assert!(app.contains("id=\"wedge-build-failed\""), "{app}");
+    assert!(app.contains("browserbroken failed to build"), "{app}");
+
+    // Two tabs left open on them; once both loaded, the fix.
+    let loads = |path: &str| {
+        let needle = format!("GET {path} 200");
+        server
+            .log()
+            .lines()
+            .filter(|line| line.contains(&needle))
+            .count()
+    };
+    let (build_before, app_before) = (loads("/_wedge/build"), loads("/"));
+    let _build_tab = open_chromium(&chromium, &netns, &data_dir, &format!("{url}/_wedge/build"));
+    let _app_tab = open_chromium(&chromium, &netns, &data_dir, &format!("{url}/"));
+    support::poll_until("both tabs loaded", || {
+        (loads("/_wedge/build") > build_before && loads("/") > app_before).then_some(())
+    });
+    let fixed = PAGE.replace("The last version that built.", "Fixed.");
+    std::fs::write(dir.join("src/lib.rs"), html_handler(&fixed)).unwrap();
+    server.wait_for_log("reloaded `browserbroken`");
+    // Told by the event stream, each tab loads its page again, unasked.
+    support::poll_until("both tabs reloaded", || {
+        let log = server.log();
+        let after = "reloaded `browserbroken`";
+        (count_after(&log, after, "GET /_wedge/build 200") >= 1
+            && count_after(&log, after, "GET / 200") >= 1)
+            .then_some(())
+    });
+    let app = dom("/");
+    assert!(app.contains("<p>Fixed.</p>"), "{app}");
+    assert!(!app.contains("wedge-build-failed"), "{app}");
 }

@@ -3,9 +3,11 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use support::{Server, curl, new_crate, poll_until, temp_dir};
 
@@ -132,6 +134,16 @@ fn without_a_good_build_requests_get_the_errors_until_a_fix_builds() {
         page.contains("<h1>devbroken failed to build</h1>"),
         "{page}"
     );
+    // For curl users, and in rustc's colours, reloading itself once fixed.
+    assert!(page.contains("x-wedge-build: failed"), "{page}");
+    assert!(
+        page.contains("<span style=\"color:#ff616e;font-weight:bold;\">error</span>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("new EventSource(\"/_wedge/events\")"),
+        "{page}"
+    );
 
     write_lib(&dir, &greeting("Fixed"));
     wait_for_body(&url, "Fixed from /!\n");
@@ -163,4 +175,148 @@ fn a_missing_crate_is_one_line_and_exit_2() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("wedge new NAME"), "{stderr}");
+}
+
+/// A handler with an HTML page at `/`, JSON at `/api` and text elsewhere; `extra`
+/// goes into the text's format arguments (`, missing` breaks the build).
+fn pages(extra: &str) -> String {
+    format!(
+        r#"use wedge_sdk::{{Request, Response}};
+
+async fn handle(req: Request) -> Response {{
+    match req.path() {{
+        "/" => Response::html("<!DOCTYPE html><html><body><h1>v1</h1></body></html>"),
+        "/api" => Response::bytes("{{\"ok\":true}}").with_header("content-type", "application/json"),
+        path => Response::text(format!("text at {{path}}\n"{extra})),
+    }}
+}}
+
+wedge_sdk::export_handler!(handle);
+"#
+    )
+}
+
+/// curl's response head and body for `url`.
+fn head_and_body(url: &str) -> (String, String) {
+    let out = curl(&["--include", url]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (head.to_ascii_lowercase(), body.to_string())
+}
+
+/// A server-sent event stream read by `curl --no-buffer`, line by line.
+struct Events {
+    curl: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Events {
+    fn open(url: &str) -> Events {
+        let mut curl = Command::new("curl")
+            .args(["--silent", "--show-error", "--no-buffer", url])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = curl.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Events { curl, lines }
+    }
+
+    /// The next line that is not blank (bounded: a build may come first).
+    fn next(&self) -> String {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(300))
+                .expect("an event");
+            if !line.is_empty() {
+                return line;
+            }
+        }
+    }
+
+    /// How curl ended (bounded).
+    fn wait(mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.curl.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the event stream did not end");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn while_a_build_is_broken_responses_say_so_html_pages_carry_a_banner_and_events_tell_the_fix() {
+    let dir = new_crate(&temp_dir("dev-overlay"), "devoverlay");
+    write_lib(&dir, &pages(""));
+    let server = Server::dev(&dir, &[]);
+    let page = format!("{}/", server.url);
+    let api = format!("{}/api", server.url);
+    let (head, body) = head_and_body(&page);
+    assert!(!head.contains("x-wedge-build"), "{head}");
+    assert_eq!(body, "<!DOCTYPE html><html><body><h1>v1</h1></body></html>");
+
+    write_lib(&dir, &pages(", missing"));
+    server.wait_for_log("still serving the last version that built");
+    // HTML: marked, and the banner before </body>; its length is no longer known.
+    let (head, body) = head_and_body(&page);
+    assert!(head.contains("x-wedge-build: failed"), "{head}");
+    assert!(!head.contains("content-length"), "{head}");
+    let (before, banner) = body
+        .split_once("<div id=\"wedge-build-failed\"")
+        .unwrap_or_else(|| panic!("no banner: {body}"));
+    assert_eq!(before, "<!DOCTYPE html><html><body><h1>v1</h1>");
+    assert!(banner.ends_with("</script>\n</body></html>"), "{banner}");
+    assert!(banner.contains("devoverlay failed to build"), "{banner}");
+    assert!(banner.contains(" at src/lib.rs:7:"), "{banner}");
+    assert!(banner.contains("href=\"/_wedge/build\""), "{banner}");
+    // Not HTML: only marked.
+    let (head, body) = head_and_body(&api);
+    assert!(head.contains("x-wedge-build: failed"), "{head}");
+    assert!(head.contains("content-length: 11"), "{head}");
+    assert_eq!(body, "{\"ok\":true}");
+    let (head, body) = head_and_body(&format!("{}/text", server.url));
+    assert!(head.contains("x-wedge-build: failed"), "{head}");
+    assert_eq!(body, "text at /text\n");
+    // The error page: rustc's colours, file:line marked.
+    let (head, body) = head_and_body(&format!("{}/_wedge/build", server.url));
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("content-type: text/html"), "{head}");
+    assert!(
+        body.contains("<h1>devoverlay failed to build</h1>"),
+        "{body}"
+    );
+    assert!(
+        body.contains("<span style=\"color:#ff616e;font-weight:bold;\">error[E0425]</span>"),
+        "{body}"
+    );
+    assert!(body.contains("<span class=\"loc\">src/lib.rs:7:"), "{body}");
+
+    // The events: the state now, then the fix.
+    let events = Events::open(&format!("{}/_wedge/events", server.url));
+    assert_eq!(events.next(), "retry: 1000");
+    assert!(events.next().starts_with("data: failed "));
+    write_lib(&dir, &pages(""));
+    assert_eq!(events.next(), "data: ok");
+    let (head, body) = head_and_body(&page);
+    assert!(!head.contains("x-wedge-build"), "{head}");
+    assert!(head.contains("content-length: 52"), "{head}");
+    assert_eq!(body, "<!DOCTYPE html><html><body><h1>v1</h1></body></html>");
+
+    // A shutdown ends the stream (a clean end of its body), holding no drain up.
+    support::sigterm(server.pid());
+    assert!(events.wait().success(), "curl saw the stream cut off");
+    let (status, log) = server.wait_exit(Duration::from_secs(60));
+    assert!(status.success(), "{log}");
+    assert!(!log.contains("drain deadline passed"), "{log}");
 }

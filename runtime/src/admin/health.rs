@@ -20,6 +20,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use http::{Method, StatusCode, header};
+use tokio::sync::watch;
 
 use super::{Response, not_allowed, text};
 
@@ -30,8 +31,9 @@ pub struct Readiness {
     apps_loaded: AtomicBool,
     /// The app listeners accept connections.
     listening: AtomicBool,
-    /// A shutdown began: no new connections, requests in flight finishing.
-    draining: AtomicBool,
+    /// A shutdown began: no new connections, requests in flight finishing. A watch,
+    /// so that streams without an end of their own (`wedge dev`'s build events) end.
+    draining: watch::Sender<bool>,
     /// Deployed apps kept in the data dir that did not load at start. The pod does
     /// not serve what it was given, so it is not ready until each is deployed again
     /// or removed (`PUT`/`DELETE /apps/{name}`). Names never go into the probes'
@@ -49,7 +51,12 @@ impl Readiness {
     }
 
     pub fn draining(&self) {
-        self.draining.store(true, Ordering::SeqCst);
+        self.draining.send_replace(true);
+    }
+
+    /// True from when a shutdown begins.
+    pub fn draining_signal(&self) -> watch::Receiver<bool> {
+        self.draining.subscribe()
     }
 
     /// Deployed app `name` was kept in the data dir but did not load at start.
@@ -71,7 +78,7 @@ impl Readiness {
     /// What is not ready, one phrase each; empty when ready. Draining says only that:
     /// nothing else matters once the process is on its way out.
     pub fn missing(&self) -> Vec<String> {
-        if self.draining.load(Ordering::SeqCst) {
+        if *self.draining.borrow() {
             return vec!["draining (shutting down)".to_string()];
         }
         let mut missing = Vec::new();

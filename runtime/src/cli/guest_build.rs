@@ -6,6 +6,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
+use crate::host::ansi;
+
 const WASM_TARGET: &str = "wasm32-wasip2";
 
 /// A component built from a guest crate.
@@ -19,7 +21,7 @@ pub struct Built {
 pub struct BuildFailed {
     /// One line for the log and the command line.
     pub summary: String,
-    /// The compiler's (and cargo's) error messages, without colour codes.
+    /// The compiler's (and cargo's) error messages, in their colours (ANSI escapes).
     pub errors: String,
 }
 
@@ -61,14 +63,19 @@ pub fn build(dir: &Path) -> Result<Built, BuildFailed> {
 
 fn run_cargo(dir: &Path, manifest: &Path) -> Result<Built, BuildFailed> {
     // Diagnostics come back as JSON so they can be both shown and kept for the
-    // error page; coloured when they are shown on a terminal.
-    let format = if std::io::stderr().is_terminal() {
-        "--message-format=json-diagnostic-rendered-ansi"
-    } else {
-        "--message-format=json"
-    };
+    // error page, which shows rustc's colours; so does cargo's own output. Shown on
+    // stderr, they keep their colours on a terminal only.
+    let colour = std::io::stderr().is_terminal();
+    let format = "--message-format=json-diagnostic-rendered-ansi";
     let mut child = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["build", "--release", "--target", WASM_TARGET, format])
+        .args([
+            "build",
+            "--release",
+            "--target",
+            WASM_TARGET,
+            format,
+            "--color=always",
+        ])
         .arg("--manifest-path")
         .arg(manifest)
         // The crate's own .cargo/config.toml applies only from inside it.
@@ -79,7 +86,7 @@ fn run_cargo(dir: &Path, manifest: &Path) -> Result<Built, BuildFailed> {
         .map_err(|err| BuildFailed::new(format!("cannot run cargo (is Rust installed?): {err}")))?;
     // cargo's own messages (progress, manifest errors) arrive on stderr.
     let stderr = child.stderr.take().expect("piped");
-    let cargo_errors = std::thread::spawn(move || relay_cargo_stderr(stderr));
+    let cargo_errors = std::thread::spawn(move || relay_cargo_stderr(stderr, colour));
     let mut built = None;
     let mut errors = String::new();
     if let Some(stdout) = child.stdout.take() {
@@ -87,9 +94,9 @@ fn run_cargo(dir: &Path, manifest: &Path) -> Result<Built, BuildFailed> {
             match message(&line, manifest) {
                 Some(Message::Artifact(artifact)) => built = Some(artifact),
                 Some(Message::Diagnostic { rendered, error }) => {
-                    let _ = std::io::stderr().write_all(rendered.as_bytes());
+                    let _ = std::io::stderr().write_all(shown(&rendered, colour).as_bytes());
                     if error {
-                        errors.push_str(&strip_ansi(&rendered));
+                        errors.push_str(&rendered);
                     }
                 }
                 None => {}
@@ -120,15 +127,15 @@ fn run_cargo(dir: &Path, manifest: &Path) -> Result<Built, BuildFailed> {
     })
 }
 
-/// Copies cargo's stderr through and returns its error lines: from the first line
-/// starting with `error` on (progress lines before it are not errors).
-fn relay_cargo_stderr(stderr: impl std::io::Read) -> String {
+/// Copies cargo's stderr through (`colour`: its escapes kept) and returns its error
+/// lines with their colours: from the first line starting with `error` on (progress
+/// lines before it are not errors).
+fn relay_cargo_stderr(stderr: impl std::io::Read, colour: bool) -> String {
     let mut errors = String::new();
     for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-        eprintln!("{line}");
-        let plain = strip_ansi(&line);
-        if !errors.is_empty() || plain.starts_with("error") {
-            errors.push_str(&plain);
+        eprintln!("{}", shown(&line, colour));
+        if !errors.is_empty() || ansi::strip(&line).starts_with("error") {
+            errors.push_str(&line);
             errors.push('\n');
         }
     }
@@ -208,25 +215,13 @@ fn package_name(id: &str) -> Option<&str> {
     }
 }
 
-/// Removes ANSI escape sequences (`ESC [ ... letter`), for text shown outside a terminal.
-fn strip_ansi(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            // CSI: ESC '[' parameters... final byte in '@'..='~'.
-            if chars.next() == Some('[') {
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-        } else {
-            out.push(c);
-        }
+/// `text` as shown on stderr: with its colours on a terminal, else without.
+fn shown(text: &str, colour: bool) -> std::borrow::Cow<'_, str> {
+    if colour {
+        text.into()
+    } else {
+        ansi::strip(text).into()
     }
-    out
 }
 
 /// Installs the wasm target with rustup when it is missing.
@@ -302,7 +297,7 @@ mod tests {
             panic!("no diagnostic");
         };
         assert!(error);
-        assert_eq!(strip_ansi(&rendered), "error: expected `;`\n");
+        assert_eq!(ansi::strip(&rendered), "error: expected `;`\n");
         let Some(Message::Diagnostic { error, .. }) = message(warning, Path::new(MANIFEST)) else {
             panic!("no diagnostic");
         };
@@ -311,11 +306,11 @@ mod tests {
 
     #[test]
     fn cargo_stderr_errors_start_at_the_first_error_line() {
-        let stderr =
-            "   Compiling greeter v0.1.0\nerror: failed to parse manifest\n  caused by: x\n";
+        // Coloured as `--color=always` colours it; the errors keep their colours.
+        let stderr = "   \x1b[1m\x1b[92mCompiling\x1b[0m greeter v0.1.0\n\x1b[1m\x1b[91merror\x1b[0m: failed to parse manifest\n  caused by: x\n";
         assert_eq!(
-            relay_cargo_stderr(stderr.as_bytes()),
-            "error: failed to parse manifest\n  caused by: x\n"
+            relay_cargo_stderr(stderr.as_bytes(), false),
+            "\x1b[1m\x1b[91merror\x1b[0m: failed to parse manifest\n  caused by: x\n"
         );
     }
 }

@@ -123,6 +123,7 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
                 name,
                 site: Arc::new(Site::single(Arc::new(tenant))),
                 metrics: None,
+                overlay: None,
             })
         },
     )
@@ -202,6 +203,7 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
                 ),
                 site,
                 metrics,
+                overlay: None,
             })
         },
     )

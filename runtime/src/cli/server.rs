@@ -14,7 +14,7 @@ use super::workers::Workers;
 use crate::admin::Readiness;
 use crate::host::admission::Admission;
 use crate::host::outbound::Outbound;
-use crate::host::{self, ArtifactCache, Limits, PoolConfig, Site};
+use crate::host::{self, ArtifactCache, DevOverlay, Limits, PoolConfig, Site};
 use crate::metrics::Metrics;
 use crate::net::listener::H3Server;
 use crate::net::{AccessLog, Frontend, Listeners, cert, tls};
@@ -53,6 +53,8 @@ pub struct Started {
     pub site: Arc<Site>,
     /// Counts connections and requests when the metrics are read (admin API).
     pub metrics: Option<Arc<Metrics>>,
+    /// `wedge dev`'s build state, shown in responses.
+    pub overlay: Option<Arc<DevOverlay>>,
 }
 
 /// Binds `addresses`, runs `start` to get the app, serves until Ctrl-C/SIGTERM and
@@ -129,7 +131,7 @@ where
             urls(&listeners[0], addresses.tls_host)
         );
         tracing::info!("workers: {}", listeners.len());
-        let frontend = frontend(started.site, access_log, started.metrics);
+        let frontend = frontend(started, access_log);
         let h2 = Arc::new(args.h2.to_config());
         let drain = args.drain_timeout;
         let workers = Workers::start(listeners, move |index, listeners, stop| {
@@ -230,11 +232,15 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: no new connections, finishing requests in flight");
 }
 
-/// The listeners' way to the apps, counting into `metrics` if there are any.
-fn frontend(site: Arc<Site>, access_log: AccessLog, metrics: Option<Arc<Metrics>>) -> Frontend {
-    let frontend = Frontend::new(site, access_log);
-    match metrics {
-        Some(metrics) => frontend.with_metrics(metrics),
-        None => frontend,
+/// The listeners' way to the apps, counting into the metrics if there are any, with
+/// the overlay if there is one.
+fn frontend(started: Started, access_log: AccessLog) -> Frontend {
+    let mut frontend = Frontend::new(started.site, access_log);
+    if let Some(metrics) = started.metrics {
+        frontend = frontend.with_metrics(metrics);
     }
+    if let Some(overlay) = started.overlay {
+        frontend = frontend.with_overlay(overlay);
+    }
+    frontend
 }

@@ -1,50 +1,162 @@
-//! The answer while an app has never built: a 500 whose body shows the compiler's
-//! errors, as a page for browsers and as text for everything else.
+//! What `wedge dev` shows of a build that failed: the compiler's errors as rustc
+//! coloured them, on a page that reloads itself once a build succeeds (it listens to
+//! [`super::dev_overlay`]'s events), or as text for everything but browsers.
+
+use std::hash::{Hash, Hasher};
 
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 
+use super::ansi;
 use super::body::ResponseBody;
+use super::dev_overlay::{BUILD_HEADER, EVENTS_PATH};
 use super::dispatch::plain;
 
-/// Why an app has no version to serve.
+/// Why an app has no new version to serve.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildFailure {
     /// The app (crate) that failed to build.
     pub app: String,
-    /// What the build printed about the failure, without colour codes.
+    /// What the build printed about the failure, with cargo's and rustc's colours
+    /// (ANSI escapes).
     pub errors: String,
 }
 
 impl BuildFailure {
-    /// A 500 showing the errors: HTML when the client accepts it (a browser), else text.
+    /// The answer while the app has never built: a 500 showing the errors, as the
+    /// page when the client accepts HTML (a browser), else as text.
     pub fn response(&self, request: &HeaderMap) -> Response<ResponseBody> {
         let status = StatusCode::INTERNAL_SERVER_ERROR;
-        if !accepts_html(request) {
+        let mut response = if accepts_html(request) {
+            let mut response = html(self.page());
+            *response.status_mut() = status;
+            response
+        } else {
             let text = format!(
                 "500 Internal Server Error: `{}` failed to build; wedge serves it once a build succeeds\n\n{}\n",
                 self.app,
-                self.errors.trim_end()
+                self.plain_errors().trim_end()
             );
-            return plain(status, text);
-        }
-        let page = format!(
-            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{app} failed to build</title>\
-             <style>body{{font-family:system-ui,sans-serif;margin:2rem}}\
-             pre{{background:#1e1e1e;color:#eee;padding:1rem;overflow:auto}}</style></head>\n\
-             <body><h1>{app} failed to build</h1>\
-             <p>wedge serves it once a build succeeds; save a fix and reload this page.</p>\n\
-             <pre>{errors}</pre></body></html>\n",
-            app = escape_html(&self.app),
-            errors = escape_html(self.errors.trim_end()),
-        );
-        let mut response = Response::new(ResponseBody::text(page));
-        *response.status_mut() = status;
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/html; charset=utf-8"),
-        );
+            plain(status, text)
+        };
+        mark_failed(&mut response);
         response
     }
+
+    /// The errors without their colours.
+    pub fn plain_errors(&self) -> String {
+        ansi::strip(&self.errors)
+    }
+
+    /// Names these errors, so that a page showing them knows when the build's
+    /// errors are others (or none): the hash of their text.
+    pub fn id(&self) -> String {
+        let mut hasher = std::hash::DefaultHasher::new();
+        self.errors.hash(&mut hasher);
+        format!("{:016x}", hasher.finish())
+    }
+
+    /// The first error's headline (`error[E0425]: cannot find value …`) and the
+    /// first source location after it, for a one-line summary.
+    pub fn headline(&self) -> (String, Option<String>) {
+        let errors = self.plain_errors();
+        let mut lines = errors.lines().skip_while(|line| !line.starts_with("error"));
+        let headline = lines
+            .next()
+            .or_else(|| errors.lines().find(|line| !line.trim().is_empty()))
+            .unwrap_or("the build failed")
+            .trim()
+            .to_string();
+        let location = lines
+            .flat_map(str::split_whitespace)
+            .find_map(|word| ansi::location(word).map(|len| word[..len].to_string()));
+        (headline, location)
+    }
+
+    /// The error page: the errors coloured as rustc coloured them, each file:line
+    /// marked; it reloads itself when the build's errors change or go.
+    pub fn page(&self) -> String {
+        let title = format!("{} failed to build", self.app);
+        let body = format!(
+            "<pre>{}</pre>\n<p class=\"note\">Save a fix: wedge rebuilds, and this page reloads \
+             when the build succeeds (or fails otherwise). Until then, requests get the last \
+             version that built, if any, with a banner linking here.</p>",
+            ansi::to_html(self.errors.trim_end()),
+        );
+        page(&title, "failed", &body, &format!("failed {}", self.id()))
+    }
+}
+
+/// The build page when the last build succeeded: it reloads itself, to show the
+/// errors, once one fails.
+pub fn built_page(app: &str) -> String {
+    let body = format!(
+        "<p>The last build of {} succeeded: <a href=\"/\">go to the app</a>. This page shows \
+         the errors when a build fails.</p>",
+        ansi::escape(app)
+    );
+    page(&format!("{app} built"), "built", &body, "ok")
+}
+
+/// A page of wedge's own; `shown` is the build state it shows, as the events say it
+/// (`ok`, or `failed ID`): when an event says otherwise, the page reloads.
+fn page(title: &str, class: &str, body: &str, shown: &str) -> String {
+    format!(
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>{title}</title>
+<style>
+:root {{ color-scheme: dark; }}
+body {{ margin: 0; background: #181a1f; color: #d7dae0; font: 15px/1.5 system-ui, sans-serif; }}
+header {{ padding: 1rem 2rem; color: #fff; }}
+header.failed {{ background: #b3261e; }}
+header.built {{ background: #2e7d32; }}
+h1 {{ margin: 0; font-size: 1.25rem; }}
+main {{ padding: 0.5rem 2rem 2rem; }}
+pre {{ font: 13px/1.45 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; background: #0f1115;
+  padding: 1rem 1.25rem; border-radius: 6px; overflow: auto; }}
+.loc {{ background: #3a4252; color: #fff; border-radius: 3px; padding: 0 0.2em; text-decoration: underline; }}
+.note {{ opacity: 0.8; }}
+a {{ color: #8ab4f8; }}
+</style></head>
+<body><header class="{class}"><h1>{title}</h1></header>
+<main>
+{body}
+</main>
+<script>{reload}</script>
+</body></html>
+"#,
+        title = ansi::escape(title),
+        reload = reload_script(&format!("data => data !== {shown:?}")),
+    )
+}
+
+/// A script that listens to the build's events and reloads the page when `when`
+/// (a JS function of the event's data) says so.
+pub fn reload_script(when: &str) -> String {
+    format!(
+        "(() => {{ const reload = {when}; const events = new EventSource({EVENTS_PATH:?}); \
+         events.onmessage = (e) => {{ if (reload(e.data)) {{ events.close(); location.reload(); }} }}; }})();"
+    )
+}
+
+/// An HTML response of wedge's own (200), marked with the build's state by whoever
+/// sends it.
+pub fn html(page: String) -> Response<ResponseBody> {
+    let mut response = Response::new(ResponseBody::text(page));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Says, for curl users, that the build failed (`x-wedge-build: failed`).
+pub fn mark_failed<B>(response: &mut Response<B>) {
+    response
+        .headers_mut()
+        .insert(BUILD_HEADER, HeaderValue::from_static("failed"));
 }
 
 /// Browsers ask for `text/html` first; curl and most tools send `*/*` or nothing.
@@ -61,29 +173,19 @@ fn accepts_html(request: &HeaderMap) -> bool {
         })
 }
 
-fn escape_html(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use http_body_util::BodyExt;
 
+    /// What rustc prints for an unknown name, colours on (the `-->` line's location
+    /// is its own run).
+    const ERRORS: &str = "\x1b[0m\x1b[1m\x1b[38;5;9merror[E0425]\x1b[0m\x1b[0m\x1b[1m: cannot find value `<x>` in this scope\x1b[0m\n\x1b[0m \x1b[0m\x1b[0m\x1b[1m\x1b[38;5;12m--> \x1b[0m\x1b[0msrc/lib.rs:4:5\x1b[0m\n";
+
     fn failure() -> BuildFailure {
         BuildFailure {
             app: "greeter".into(),
-            errors: "error: expected `;`, found `<x>`".into(),
+            errors: format!("   Compiling greeter\n{ERRORS}"),
         }
     }
 
@@ -99,7 +201,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn browsers_get_an_escaped_html_page() {
+    async fn browsers_get_the_errors_coloured_on_a_page_that_reloads() {
         let accept = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8";
         let response = failure().response(&headers(accept));
         assert_eq!(response.status(), 500);
@@ -107,9 +209,24 @@ mod tests {
             response.headers()[header::CONTENT_TYPE],
             "text/html; charset=utf-8"
         );
+        assert_eq!(response.headers()[BUILD_HEADER], "failed");
         let page = body(response).await;
         assert!(page.contains("<h1>greeter failed to build</h1>"), "{page}");
-        assert!(page.contains("found `&lt;x&gt;`"), "{page}");
+        assert!(page.contains("`&lt;x&gt;`"), "{page}");
+        assert!(
+            page.contains("<span style=\"color:#ff616e;font-weight:bold;\">error[E0425]</span>"),
+            "{page}"
+        );
+        assert!(
+            page.contains("<span class=\"loc\">src/lib.rs:4:5</span>"),
+            "{page}"
+        );
+        let shown = format!("data !== \"failed {}\"", failure().id());
+        assert!(page.contains(&shown), "{page}");
+        assert!(
+            page.contains("new EventSource(\"/_wedge/events\")"),
+            "{page}"
+        );
     }
 
     #[tokio::test]
@@ -121,6 +238,7 @@ mod tests {
         ] {
             let response = failure().response(&request);
             assert_eq!(response.status(), 500);
+            assert_eq!(response.headers()[BUILD_HEADER], "failed");
             assert!(
                 response.headers()[header::CONTENT_TYPE]
                     .to_str()
@@ -129,7 +247,28 @@ mod tests {
             );
             let text = body(response).await;
             assert!(text.contains("`greeter` failed to build"), "{text}");
-            assert!(text.contains("found `<x>`"), "{text}");
+            assert!(
+                text.contains("cannot find value `<x>` in this scope\n"),
+                "{text}"
+            );
+            assert!(!text.contains('\x1b'), "{text:?}");
         }
+    }
+
+    #[test]
+    fn the_headline_is_the_first_error_and_its_location() {
+        assert_eq!(
+            failure().headline(),
+            (
+                "error[E0425]: cannot find value `<x>` in this scope".to_string(),
+                Some("src/lib.rs:4:5".to_string())
+            )
+        );
+        let other = BuildFailure {
+            app: "x".into(),
+            errors: "\ncannot run cargo\n".into(),
+        };
+        assert_eq!(other.headline(), ("cannot run cargo".to_string(), None));
+        assert_ne!(failure().id(), other.id());
     }
 }

@@ -2,10 +2,12 @@
 //! bridge the protocol engines dispatch into.
 
 pub mod admission;
+pub mod ansi;
 mod app;
 mod body;
 mod build_failure;
 mod cache;
+mod dev_overlay;
 mod dispatch;
 mod engine;
 mod fault;
@@ -27,6 +29,7 @@ pub use wedge_config::{outbound, routes};
 pub use app::App;
 pub use body::{BodyError, ResponseBody};
 pub use build_failure::BuildFailure;
+pub use dev_overlay::DevOverlay;
 pub use cache::ArtifactCache;
 pub use dispatch::{RequestScheme, plain};
 pub use engine::{PoolConfig, build_engine};

@@ -11,7 +11,7 @@ use super::access_log::AccessLog;
 use super::response_hook::ResponseHook;
 use super::tally::{TalliedBody, Tally};
 use crate::host::admission::Abandoned;
-use crate::host::{RequestScheme, ResponseBody, Site, plain};
+use crate::host::{DevOverlay, RequestScheme, ResponseBody, Site, plain};
 use crate::metrics::{CloseReason, Metrics, Open, Protocol, WorkerMetrics};
 
 /// The request field that tells an app the path prefix of the route that reached it
@@ -23,6 +23,8 @@ pub const BASE_PATH: HeaderName = HeaderName::from_static("x-wedge-base-path");
 pub struct Frontend {
     site: Arc<Site>,
     hook: ResponseHook,
+    /// `wedge dev`'s build state: its paths, and what its responses get.
+    overlay: Option<Arc<DevOverlay>>,
     access_log: AccessLog,
     metrics: Option<Arc<Metrics>>,
     /// The worker serving this listener's connections, when counting.
@@ -37,6 +39,7 @@ impl Frontend {
         Frontend {
             site,
             hook: ResponseHook::none(),
+            overlay: None,
             access_log,
             metrics: None,
             worker: None,
@@ -57,6 +60,15 @@ impl Frontend {
     pub fn with_metrics(self, metrics: Arc<Metrics>) -> Self {
         Frontend {
             metrics: Some(metrics),
+            ..self
+        }
+    }
+
+    /// The same way to the apps, with `overlay` answering its paths and marking
+    /// every response.
+    pub fn with_overlay(self, overlay: Arc<DevOverlay>) -> Self {
+        Frontend {
+            overlay: Some(overlay),
             ..self
         }
     }
@@ -109,6 +121,9 @@ impl Frontend {
             worker.request();
         }
         let mut tally = Tally::begin(self.access_log, self.metrics.as_ref(), &request);
+        if let Some(answer) = self.overlay.as_ref().and_then(|o| o.answer(&request)) {
+            return self.finish(answer, tally);
+        }
         let host = authority(&request);
         let Some(mount) = self.site.route(host, request.uri().path()) else {
             if let Some(metrics) = &self.metrics {
@@ -136,13 +151,17 @@ impl Frontend {
         self.finish(response, tally)
     }
 
-    /// A response on its way out: the listener's additions applied, its body counted
-    /// into `tally`.
+    /// A response on its way out: the overlay's and the listener's additions
+    /// applied, its body counted into `tally`.
     pub fn finish(
         &self,
-        mut response: Response<ResponseBody>,
+        response: Response<ResponseBody>,
         tally: Option<Box<Tally>>,
     ) -> Response<TalliedBody> {
+        let mut response = match &self.overlay {
+            Some(overlay) => overlay.decorate(response),
+            None => response,
+        };
         self.hook.apply(&mut response);
         let status = response.status().as_u16();
         response.map(|body| TalliedBody::new(body, status, tally))

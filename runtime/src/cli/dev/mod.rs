@@ -14,7 +14,7 @@ use clap::Args;
 use super::addr::parse_host;
 use super::host_args::{HostArgs, LISTENERS};
 use super::server::{self, Addresses, Started};
-use crate::host::{Site, Tenant};
+use crate::host::{DevOverlay, Site, Tenant};
 use crate::net::AccessLog;
 use reload::Reloader;
 
@@ -91,7 +91,12 @@ pub fn run(args: DevArgs) -> Result<()> {
         args.host.limits().memory,
         |host| async move {
             let slot_name = name.clone();
-            let mut reloader = Reloader::new(dir.clone(), host);
+            // The browser's view of the build: banner, error page, events.
+            let overlay = Arc::new(DevOverlay::new(
+                &slot_name,
+                host.readiness.draining_signal(),
+            ));
+            let mut reloader = Reloader::new(dir.clone(), host, overlay.clone());
             // Watching starts before the first build so no save is missed.
             let changes = watch::watch(&dir)?;
             let first = reloader.first_version().await;
@@ -101,6 +106,7 @@ pub fn run(args: DevArgs) -> Result<()> {
                 name: slot_name,
                 site: Arc::new(Site::single(tenant)),
                 metrics: None,
+                overlay: Some(overlay),
             })
         },
     )

@@ -9,22 +9,25 @@ use sha2::{Digest, Sha256};
 use super::watch::Changes;
 use crate::cli::guest_build;
 use crate::cli::server::Host;
-use crate::host::{App, ArtifactCache, BuildFailure, Serving, Tenant};
+use crate::host::{App, ArtifactCache, BuildFailure, DevOverlay, Serving, Tenant};
 
 /// Builds and loads versions of one crate.
 pub struct Reloader {
     dir: PathBuf,
     host: Host,
+    /// Told how each build went, for the browser.
+    overlay: Arc<DevOverlay>,
     /// The SHA-256 of the component served now: a rebuild that changes nothing
     /// (a save without edits) is not swapped in.
     loaded: Option<[u8; 32]>,
 }
 
 impl Reloader {
-    pub fn new(dir: PathBuf, host: Host) -> Self {
+    pub fn new(dir: PathBuf, host: Host, overlay: Arc<DevOverlay>) -> Self {
         Reloader {
             dir,
             host,
+            overlay,
             loaded: None,
         }
     }
@@ -34,7 +37,7 @@ impl Reloader {
         // The first version is worth caching: restarting `wedge dev` on an unchanged
         // crate then skips compilation.
         let cache = self.host.cache.clone();
-        match self.build_and_load(cache).await {
+        match self.build_and_report(cache).await {
             Ok(Some(app)) => Serving::App(app),
             Ok(None) => unreachable!("nothing was loaded before the first version"),
             Err(failure) => {
@@ -54,7 +57,7 @@ impl Reloader {
             changes.next().await;
             tracing::info!("change in {}: rebuilding", self.dir.display());
             // Each edit is a new component: caching them would only fill the disk.
-            match self.build_and_load(ArtifactCache::disabled()).await {
+            match self.build_and_report(ArtifactCache::disabled()).await {
                 Ok(Some(app)) => {
                     let name = app.name().to_string();
                     slot.replace(Serving::App(app));
@@ -71,6 +74,19 @@ impl Reloader {
                 }
             }
         }
+    }
+
+    /// `build_and_load`, and its outcome told to the overlay.
+    async fn build_and_report(
+        &mut self,
+        cache: ArtifactCache,
+    ) -> Result<Option<Arc<App>>, BuildFailure> {
+        let result = self.build_and_load(cache).await;
+        match &result {
+            Ok(_) => self.overlay.built(),
+            Err(failure) => self.overlay.failed(Arc::new(failure.clone())),
+        }
+        result
     }
 
     /// Builds the crate and loads its component, unless it is the one served now
