@@ -364,3 +364,112 @@ fn listen_addresses_may_name_a_host() {
         "`http` in `localhost:http` is not a port",
     );
 }
+
+/// A process killed on drop.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `wedge serve --config FILE`'s first `lines` lines on stdout (bounded), and the
+/// process, still serving.
+fn start_up_lines(config: &str, lines: usize) -> (Vec<String>, Running) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(support::wedge_bin())
+        .args(["serve", "--config", config])
+        .env("WEDGE_DATA_DIR", temp_dir("data"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let child = Running(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut read = Vec::new();
+    while read.len() < lines {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => read.push(line),
+            Err(_) => panic!("wedge printed only {read:?}"),
+        }
+    }
+    (read, child)
+}
+
+#[test]
+fn a_multi_app_start_lists_each_app_with_its_route_urls() {
+    let hello = example("hello").display().to_string();
+    let config = file_with(
+        "wedge.toml",
+        format!(
+            "listen = \"127.0.0.1:0\"\ntls_listen = \"127.0.0.1:0\"\n\
+             [[app]]\nname = \"api\"\ncomponent = \"{hello}\"\n\
+             routes = [\"api.example.com/\", \"/api\"]\n\
+             [[app]]\nname = \"hidden\"\ncomponent = \"{hello}\"\n\
+             [[app]]\nname = \"site\"\ncomponent = \"{hello}\"\nroutes = [\"/\"]\n"
+        )
+        .as_bytes(),
+    );
+    let (lines, _server) = start_up_lines(&config, 5);
+    let words: Vec<Vec<&str>> = lines
+        .iter()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    // wedge: serving 3 apps from FILE on http://127.0.0.1:P/ and https://127.0.0.1:Q/ (h3 on udp Q)
+    assert_eq!(
+        words[0][..5],
+        ["wedge:", "serving", "3", "apps", "from"],
+        "{lines:?}"
+    );
+    let (plain, tls) = (words[0][7], words[0][9]);
+    let port = |url: &str| {
+        url.trim_end_matches('/')
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let (p, q) = (port(plain), port(tls));
+    assert_eq!(
+        words[1..],
+        [
+            vec![
+                "api".to_string(),
+                format!("http://api.example.com:{p}/"),
+                format!("https://api.example.com:{q}/")
+            ],
+            vec![format!("{plain}api"), format!("{tls}api")],
+            vec![
+                "hidden".to_string(),
+                "(no".into(),
+                "route:".into(),
+                "no".into(),
+                "request".into(),
+                "reaches".into(),
+                "it)".into()
+            ],
+            vec!["site".to_string(), plain.to_string(), tls.to_string()],
+        ],
+        "{lines:?}"
+    );
+    // The URLs listed are the apps'.
+    let api = curl(&["--fail", &format!("{plain}api")]);
+    assert_eq!(api.stdout, b"Hello, world!\n");
+    let resolve = format!("api.example.com:{q}:127.0.0.1");
+    let host = format!("https://api.example.com:{q}/");
+    let api = curl(&["--fail", "--insecure", "--resolve", &resolve, &host]);
+    assert_eq!(api.stdout, b"Hello, world!\n");
+}

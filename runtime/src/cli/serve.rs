@@ -121,6 +121,7 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
             let tenant = Tenant::new(&name, Serving::App(Arc::new(app)));
             Ok(Started {
                 name,
+                apps: None,
                 site: Arc::new(Site::single(Arc::new(tenant))),
                 metrics: None,
                 overlay: None,
@@ -189,7 +190,13 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
                 endpoint.install(admin);
             }
             let site = tenancy.site();
-            let count = site.directory().tenants().len();
+            let apps: Vec<(String, Vec<String>)> = tenancy
+                .apps()
+                .await
+                .into_iter()
+                .map(|app| (app.name, app.routes))
+                .collect();
+            let count = apps.len();
             tokio::spawn(config_watch::reload_on_change(
                 path.to_path_buf(),
                 listeners,
@@ -201,6 +208,7 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
                     if count == 1 { "" } else { "s" },
                     path.display()
                 ),
+                apps: Some(apps),
                 site,
                 metrics,
                 overlay: None,

@@ -50,6 +50,9 @@ pub struct Addresses {
 /// What `start` hands back: a name for the start-up line and the site to serve.
 pub struct Started {
     pub name: String,
+    /// With a config: each app's name and routes, listed under the start-up line
+    /// with their URLs. `None` for the one app of `serve TARGET` and `dev`.
+    pub apps: Option<Vec<(String, Vec<String>)>>,
     pub site: Arc<Site>,
     /// Counts connections and requests when the metrics are read (admin API).
     pub metrics: Option<Arc<Metrics>>,
@@ -125,9 +128,12 @@ where
         // Ready before the start-up line: whoever reads the line finds /readyz 200.
         // Connections arriving before the workers accept wait in the listeners' backlog.
         readiness.listening();
+        let (serving, table) = match &started.apps {
+            None => (format!("`{}`", started.name), String::new()),
+            Some(apps) => (started.name.clone(), route_table(&listeners[0], apps)),
+        };
         println!(
-            "wedge: serving `{}` on {}",
-            started.name,
+            "wedge: serving {serving} on {}{table}",
             urls(&listeners[0], addresses.tls_host)
         );
         tracing::info!("workers: {}", listeners.len());
@@ -212,6 +218,48 @@ fn urls(listeners: &Listeners, tls_host: Option<&str>) -> String {
         line.push_str(&format!(" (h3 on udp {})", addr.port()));
     }
     line
+}
+
+/// Under the start-up line, each app's routes as URLs on `listeners`, one route a
+/// line: `/api` on the cleartext and TLS addresses, `api.example.com/` with their
+/// ports.
+fn route_table(listeners: &Listeners, apps: &[(String, Vec<String>)]) -> String {
+    let width = apps.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+    let schemes = [
+        ("http", listeners.plain_addr()),
+        ("https", listeners.tls_addr()),
+    ];
+    let mut table = String::new();
+    for (name, routes) in apps {
+        let lines: Vec<String> = routes
+            .iter()
+            .map(|route| {
+                // Every route has a path; what is before it is the host, if any.
+                let (host, path) = route.split_at(route.find('/').unwrap_or(route.len()));
+                let urls: Vec<String> = schemes
+                    .iter()
+                    .filter_map(|(scheme, addr)| {
+                        let addr = (*addr)?;
+                        Some(match host {
+                            "" => format!("{scheme}://{addr}{path}"),
+                            host => format!("{scheme}://{host}:{}{path}", addr.port()),
+                        })
+                    })
+                    .collect();
+                urls.join("  ")
+            })
+            .collect();
+        let lines = if lines.is_empty() {
+            vec!["(no route: no request reaches it)".to_string()]
+        } else {
+            lines
+        };
+        for (i, line) in lines.iter().enumerate() {
+            let label = if i == 0 { name.as_str() } else { "" };
+            table.push_str(&format!("\n  {label:width$}  {line}"));
+        }
+    }
+    table
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

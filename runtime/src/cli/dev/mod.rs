@@ -104,6 +104,7 @@ pub fn run(args: DevArgs) -> Result<()> {
             tokio::spawn(reloader.run(tenant.clone(), changes));
             Ok(Started {
                 name: slot_name,
+                apps: None,
                 site: Arc::new(Site::single(tenant)),
                 metrics: None,
                 overlay: Some(overlay),
