@@ -69,6 +69,99 @@ fn a_save_reloads_a_broken_build_keeps_the_last_version_and_a_fix_reloads() {
     wait_for_body(&url, "Hi from /hi!\n");
 }
 
+/// Builds the log shows: `wedge: building` is printed once per cargo run.
+fn builds(log: &str) -> usize {
+    log.matches("wedge: building").count()
+}
+
+/// Watches the log for `window` and returns it, failing as soon as it shows another
+/// build than `expected`: the assertion is on the count; the window is how long
+/// nothing may happen, polled, not a wait for something.
+fn builds_stay(server: &Server, expected: usize, window: Duration) -> String {
+    let end = Instant::now() + window;
+    loop {
+        let log = server.log();
+        assert_eq!(builds(&log), expected, "builds in the log:\n{log}");
+        if Instant::now() > end {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Polls until the log shows `n` builds, the last one done: every build after the
+/// first logs its outcome (the first one's here succeeds).
+fn wait_for_builds(server: &Server, n: usize) -> String {
+    poll_until(&format!("{n} builds"), || {
+        let log = server.log();
+        let outcomes = ["reloaded `", "did not change", "failed to build"]
+            .iter()
+            .map(|outcome| log.matches(outcome).count())
+            .sum::<usize>();
+        (builds(&log) == n && outcomes == n - 1).then_some(log)
+    })
+}
+
+/// A handler answering the text of `text/greeting.txt`.
+const INCLUDED_GREETING: &str = r#"use wedge_sdk::{Request, Response};
+
+async fn handle(req: Request) -> Response {
+    let greeting = include_str!("../text/greeting.txt").trim();
+    Response::text(format!("{greeting} from {}!\n", req.path()))
+}
+
+wedge_sdk::export_handler!(handle);
+"#;
+
+/// Issue 17 item 1: only content changes of what the build reads make a build, one
+/// per save; reads (cargo's own), metadata changes, identical saves and editor
+/// scratch files make none.
+#[test]
+fn idle_it_builds_once_and_each_save_that_changes_content_builds_once_more() {
+    let dir = new_crate(&temp_dir("dev-quiet"), "devquiet");
+    let server = Server::dev(&dir, &[]);
+    let url = format!("{}/", server.url);
+    assert_eq!(get(&url), ("200".into(), "Hello from /!\n".into()));
+    builds_stay(&server, 1, Duration::from_secs(10));
+
+    // Not changes: the same content saved, a touch, reads, editor scratch files.
+    let lib = dir.join("src/lib.rs");
+    std::fs::write(&lib, std::fs::read(&lib).unwrap()).unwrap();
+    let manifest = std::fs::File::open(dir.join("Cargo.toml")).unwrap();
+    manifest.set_modified(std::time::SystemTime::now()).unwrap();
+    drop(manifest);
+    std::fs::read_to_string(dir.join("Cargo.lock")).unwrap();
+    for scratch in ["src/.lib.rs.swp", "src/4913", "src/lib.rs~", "src/.#lib.rs"] {
+        std::fs::write(dir.join(scratch), "scratch").unwrap();
+        std::fs::remove_file(dir.join(scratch)).unwrap();
+    }
+    builds_stay(&server, 1, Duration::from_secs(3));
+
+    write_lib(&dir, &greeting("Howdy"));
+    wait_for_body(&url, "Howdy from /!\n");
+    builds_stay(&server, 2, Duration::from_secs(3));
+
+    // A directory made after the start is watched: its file's edits rebuild.
+    std::fs::create_dir(dir.join("text")).unwrap();
+    std::fs::write(dir.join("text/greeting.txt"), "Hey\n").unwrap();
+    let log = wait_for_builds(&server, 3);
+    assert!(
+        log.contains("text/greeting.txt changed: rebuilding"),
+        "{log}"
+    );
+    write_lib(&dir, INCLUDED_GREETING);
+    wait_for_body(&url, "Hey from /!\n");
+    std::fs::write(dir.join("text/greeting.txt"), "Hi\n").unwrap();
+    wait_for_body(&url, "Hi from /!\n");
+    builds_stay(&server, 5, Duration::from_secs(3));
+
+    // A broken save: one build, its errors printed once.
+    write_lib(&dir, "this is not rust\n");
+    server.wait_for_log("still serving the last version that built");
+    let log = builds_stay(&server, 6, Duration::from_secs(3));
+    assert_eq!(log.matches("error: expected one of").count(), 1, "{log}");
+}
+
 /// A handler that prints when it starts, reads the whole body, and answers how much
 /// it read, naming its version.
 fn body_counter(version: &str) -> String {

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::host::ansi;
 
-const WASM_TARGET: &str = "wasm32-wasip2";
+pub(crate) const WASM_TARGET: &str = "wasm32-wasip2";
 
 /// A component built from a guest crate.
 pub struct Built {

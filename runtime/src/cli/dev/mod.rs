@@ -91,17 +91,17 @@ pub fn run(args: DevArgs) -> Result<()> {
         args.host.limits().memory,
         |host| async move {
             let slot_name = name.clone();
+            // Watching starts before the first build so no save is missed.
+            let changes = watch::watch(&dir)?;
             // The browser's view of the build: banner, error page, events.
             let overlay = Arc::new(DevOverlay::new(
                 &slot_name,
                 host.readiness.draining_signal(),
             ));
-            let mut reloader = Reloader::new(dir.clone(), host, overlay.clone());
-            // Watching starts before the first build so no save is missed.
-            let changes = watch::watch(&dir)?;
+            let mut reloader = Reloader::new(dir.clone(), host, changes, overlay.clone());
             let first = reloader.first_version().await;
             let tenant = Arc::new(Tenant::new(&slot_name, first));
-            tokio::spawn(reloader.run(tenant.clone(), changes));
+            tokio::spawn(reloader.run(tenant.clone()));
             Ok(Started {
                 name: slot_name,
                 apps: None,

@@ -15,6 +15,7 @@ use crate::host::{App, ArtifactCache, BuildFailure, DevOverlay, Serving, Tenant}
 pub struct Reloader {
     dir: PathBuf,
     host: Host,
+    changes: Changes,
     /// Told how each build went, for the browser.
     overlay: Arc<DevOverlay>,
     /// The SHA-256 of the component served now: a rebuild that changes nothing
@@ -23,10 +24,11 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    pub fn new(dir: PathBuf, host: Host, overlay: Arc<DevOverlay>) -> Self {
+    pub fn new(dir: PathBuf, host: Host, changes: Changes, overlay: Arc<DevOverlay>) -> Self {
         Reloader {
             dir,
             host,
+            changes,
             overlay,
             loaded: None,
         }
@@ -50,12 +52,13 @@ impl Reloader {
         }
     }
 
-    /// Rebuilds on every change, forever (until the server's runtime stops).
-    pub async fn run(mut self, tenant: Arc<Tenant>, changes: Changes) {
+    /// Rebuilds after every change, forever (until the server's runtime stops).
+    /// Changes during a build make one more build after it.
+    pub async fn run(mut self, tenant: Arc<Tenant>) {
         let slot = tenant.slot();
         loop {
-            changes.next().await;
-            tracing::info!("change in {}: rebuilding", self.dir.display());
+            let changed = self.changes.next().await;
+            tracing::info!("{changed} changed: rebuilding");
             // Each edit is a new component: caching them would only fill the disk.
             match self.build_and_report(ArtifactCache::disabled()).await {
                 Ok(Some(app)) => {
@@ -101,8 +104,10 @@ impl Reloader {
             errors,
         };
         let dir = self.dir.clone();
-        let built = tokio::task::spawn_blocking(move || guest_build::build(&dir))
-            .await
+        let building = self.changes.building();
+        let built = tokio::task::spawn_blocking(move || guest_build::build(&dir)).await;
+        drop(building);
+        let built = built
             .map_err(|err| failure(format!("the build task failed: {err}")))?
             .map_err(|err| failure(err.errors))?;
         let wasm = std::fs::read(&built.wasm)
