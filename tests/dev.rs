@@ -1,13 +1,17 @@
 //! `wedge dev`: builds a guest crate, serves it, rebuilds on every save and swaps the
 //! new version in; a broken build keeps the last good version (or shows its errors).
 
+mod h3_support;
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use bytes::Buf;
 
 use support::{Server, curl, new_crate, poll_until, temp_dir};
 
@@ -268,6 +272,204 @@ fn a_missing_crate_is_one_line_and_exit_2() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("wedge new NAME"), "{stderr}");
+}
+
+/// A handler answering `Hello from PATH!`, but under `/endless`: a body that never
+/// ends (16 KiB writes as fast as the client takes them).
+const ENDLESS: &str = r#"use wedge_sdk::{Request, Response};
+
+async fn handle(req: Request) -> Response {
+    if req.path().starts_with("/endless") {
+        return Response::stream(200, |mut w| async move {
+            loop {
+                w.write(&[b'.'; 16 * 1024]).await?;
+                w.flush().await?;
+            }
+        });
+    }
+    Response::text(format!("Hello from {}!\n", req.path()))
+}
+
+wedge_sdk::export_handler!(handle);
+"#;
+
+/// The access log's line for `what` (`GET /path `), once logged.
+fn access_line(server: &Server, what: &str) -> String {
+    let log = server.wait_for_log(what);
+    log.lines().find(|l| l.contains(what)).unwrap().to_string()
+}
+
+/// Issue 17 item 4: "(client gone)" says a client left before the body ended, on
+/// every protocol; a body sent to its end (one HTTP/1.1 stops reading at its
+/// content-length, a HEAD's absent one) is not cut off.
+#[test]
+fn the_access_log_says_client_gone_only_when_a_client_left_mid_body() {
+    let dir = new_crate(&temp_dir("dev-gone"), "devgone");
+    write_lib(&dir, ENDLESS);
+    let data_dir = temp_dir("dev-gone-data");
+    let h3_server = h3_support::H3Server {
+        server: Server::dev_via(&[], &dir, &[], &data_dir),
+        data_dir,
+    };
+    let server = &h3_server.server;
+
+    // HTTP/1.1: whole, a HEAD, and a client that closes mid-body.
+    assert_eq!(get(&format!("{}/h1", server.url)).0, "200");
+    let out = curl(&["--head", &format!("{}/h1-head", server.url)]);
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("HTTP/1.1 200"));
+    let mut stream = TcpStream::connect(server.authority()).unwrap();
+    write!(stream, "GET /endless-h1 HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    stream.read_exact(&mut [0; 4096]).unwrap();
+    drop(stream);
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        // HTTP/2 (h2c): whole, and a stream the client resets mid-body.
+        let tcp = tokio::net::TcpStream::connect(server.authority())
+            .await
+            .unwrap();
+        let (mut h2, connection) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(connection);
+        let get = |path: &str| {
+            let uri = format!("http://localhost{path}");
+            http::Request::get(uri).body(()).unwrap()
+        };
+        let (response, _) = h2.send_request(get("/h2"), true).unwrap();
+        let mut body = response.await.unwrap().into_body();
+        while let Some(chunk) = body.data().await {
+            body.flow_control()
+                .release_capacity(chunk.unwrap().len())
+                .unwrap();
+        }
+        let (response, _) = h2.send_request(get("/endless-h2"), true).unwrap();
+        let mut body = response.await.unwrap().into_body();
+        body.data().await.unwrap().unwrap();
+        drop(body); // RST_STREAM (CANCEL)
+        access_line(server, "GET /endless-h2 ");
+
+        // HTTP/3: whole, and a stream the client stops mid-body.
+        let mut requests = h3_server.connect().await;
+        let (status, _) = h3_support::exchange(&mut requests, "GET", "/h3", None).await;
+        assert_eq!(status, 200);
+        let mut stream = requests
+            .send_request(h3_support::request("GET", "/endless-h3"))
+            .await
+            .unwrap();
+        stream.finish().await.unwrap();
+        stream.recv_response().await.unwrap();
+        let chunk = stream.recv_data().await.unwrap().unwrap();
+        assert!(chunk.has_remaining());
+        stream.stop_sending(h3::error::Code::H3_REQUEST_CANCELLED);
+        drop(stream);
+    });
+
+    for (what, protocol) in [
+        ("GET /h1 ", "HTTP/1.1"),
+        ("HEAD /h1-head ", "HTTP/1.1"),
+        ("GET /h2 ", "h2"),
+        ("GET /h3 ", "h3"),
+    ] {
+        let line = access_line(server, what);
+        assert!(line.ends_with(&format!(" {protocol}")), "{line}");
+    }
+    for (what, protocol) in [
+        ("GET /endless-h1 ", "HTTP/1.1"),
+        ("GET /endless-h2 ", "h2"),
+        ("GET /endless-h3 ", "h3"),
+    ] {
+        let line = access_line(server, what);
+        assert!(
+            line.ends_with(&format!(" {protocol} (client gone)")),
+            "{line}"
+        );
+    }
+    // Piped, the log has no styles, escaped or not.
+    let log = server.log();
+    assert!(!log.contains('\x1b') && !log.contains("\\x1b"), "{log}");
+}
+
+/// `wedge dev` on a terminal (`script` gives it one), killed with SIGTERM on drop.
+struct OnTerminal {
+    script: std::process::Child,
+    output: Arc<Mutex<String>>,
+}
+
+impl OnTerminal {
+    fn dev(dir: &Path) -> OnTerminal {
+        let command = format!(
+            "exec {} dev {} --port 0 --no-tls",
+            support::wedge_bin().display(),
+            dir.display()
+        );
+        let mut script = Command::new("script")
+            .args([
+                "--quiet",
+                "--flush",
+                "--return",
+                "--command",
+                &command,
+                "/dev/null",
+            ])
+            .env(
+                "CARGO_TARGET_DIR",
+                support::repo().join("target/guest-tests"),
+            )
+            .env("WEDGE_DATA_DIR", temp_dir("dev-tty-data"))
+            .env("WEDGE_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("running script (util-linux)");
+        let output = Arc::new(Mutex::new(String::new()));
+        let stdout = script.stdout.take().unwrap();
+        let out = output.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                out.lock().unwrap().push_str(&line);
+                out.lock().unwrap().push('\n');
+            }
+        });
+        OnTerminal { script, output }
+    }
+
+    fn wait_for(&self, needle: &str) -> String {
+        poll_until(needle, || {
+            let output = self.output.lock().unwrap().clone();
+            output.contains(needle).then_some(output)
+        })
+    }
+}
+
+impl Drop for OnTerminal {
+    fn drop(&mut self) {
+        // script passes SIGTERM on to wedge, which stops.
+        let pid = self.script.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let _ = self.script.wait();
+    }
+}
+
+/// Issue 17 item 4: on a terminal the access log's styles are ANSI escapes the
+/// terminal renders, not the escapes spelled out.
+#[test]
+fn on_a_terminal_the_access_log_is_in_colour() {
+    let dir = new_crate(&temp_dir("dev-tty"), "devtty");
+    let terminal = OnTerminal::dev(&dir);
+    let output = terminal.wait_for("wedge: serving");
+    let url = output
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    assert_eq!(get(&format!("{url}/styled")).0, "200");
+    let output = terminal.wait_for("/styled");
+    assert!(
+        output.contains("\x1b[1mGET /styled\x1b[0m \x1b[32m200\x1b[0m"),
+        "{output:?}"
+    );
+    assert!(!output.contains("\\x1b"), "escapes spelled out: {output:?}");
 }
 
 /// A handler with an HTML page at `/`, JSON at `/api` and text elsewhere; `extra`

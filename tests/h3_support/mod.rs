@@ -32,10 +32,13 @@ pub fn start(example_name: &str, args: &[&str]) -> H3Server {
 }
 
 impl H3Server {
-    /// The TLS listener's address: HTTP/3 is on its port over UDP.
+    /// The TLS listener's address: HTTP/3 is on its port over UDP (`wedge dev`'s
+    /// `https://localhost:PORT` is reached on 127.0.0.1).
     pub fn addr(&self) -> SocketAddr {
         let tls = self.server.tls_url.as_ref().expect("a TLS listener");
-        tls.trim_start_matches("https://").parse().unwrap()
+        let authority = tls.trim_start_matches("https://");
+        let authority = authority.replace("localhost:", "127.0.0.1:");
+        authority.parse().unwrap()
     }
 
     /// A bare QUIC connection with ALPN h3, trusting only the dev certificate.

@@ -150,6 +150,7 @@ fn init_logging() {
         });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .fmt_fields(crate::net::access_log::LogFields)
         .with_writer(std::io::stderr)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -1,19 +1,23 @@
 //! One line per request once its response is done: app, method, path, status, body
 //! bytes, duration, protocol, and how the body ended when it did not end cleanly.
-//! `wedge dev` turns it on (in colour on a terminal); `wedge serve --access-log` too.
+//! `wedge dev` turns it on; `wedge serve --access-log` too. The line is styled (the
+//! status coloured by class) where the log is a terminal: [`LogFields`] writes it.
 
+use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use http::{Method, Version};
+use tracing::field::{Field, Visit};
+use tracing_subscriber::field::RecordFields;
+use tracing_subscriber::fmt::FormatFields;
+use tracing_subscriber::fmt::format::{DefaultFields, Writer};
 
-/// Whether and how requests are logged.
+/// Whether requests are logged.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AccessLog {
     #[default]
     Off,
-    Plain,
-    /// With ANSI colours: the status coloured by class.
-    Colored,
+    On,
 }
 
 /// How a response body ended.
@@ -27,14 +31,14 @@ pub enum Ending {
     Dropped,
 }
 
+/// The field of an access log event holding its line with ANSI styles; the message
+/// is the same line without.
+const STYLED: &str = "styled";
+
 impl AccessLog {
-    /// On, in colour when stderr (where the log goes) is a terminal.
+    /// On, for a log on stderr (styled when stderr is a terminal).
     pub fn for_stderr() -> Self {
-        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            AccessLog::Colored
-        } else {
-            AccessLog::Plain
-        }
+        AccessLog::On
     }
 
     pub fn is_on(self) -> bool {
@@ -44,36 +48,104 @@ impl AccessLog {
     /// Logs one request.
     pub fn record(self, entry: &Entry<'_>) {
         if self.is_on() {
-            tracing::info!("{}", self.line(entry));
+            let styled = line(entry, true);
+            tracing::info!(styled = styled.as_str(), "{}", line(entry, false));
+        }
+    }
+}
+
+/// The line for `entry`, with ANSI styles or without.
+fn line(entry: &Entry<'_>, styled: bool) -> String {
+    let status = entry.status;
+    let millis = entry.elapsed.as_secs_f64() * 1000.0;
+    let protocol = protocol_name(entry.version);
+    let ending = match entry.ending {
+        Ending::Complete => "",
+        Ending::Aborted => " (body aborted)",
+        Ending::Dropped => " (client gone)",
+    };
+    let app = entry
+        .app
+        .map(|app| format!("[{}] ", Printable(app)))
+        .unwrap_or_default();
+    let (method, path, bytes) = (entry.method, Printable(entry.path), entry.bytes);
+    if !styled {
+        return format!(
+            "{app}{method} {path} {status} {bytes} B {millis:.1} ms {protocol}{ending}"
+        );
+    }
+    let colour = match status {
+        200..=299 => "32", // green
+        300..=399 => "36", // cyan
+        400..=499 => "33", // yellow
+        _ => "31",         // red
+    };
+    format!(
+        "{app}\x1b[1m{method} {path}\x1b[0m \x1b[{colour}m{status}\x1b[0m {bytes} B {millis:.1} ms \x1b[2m{protocol}\x1b[0m{ending}"
+    )
+}
+
+/// Text from a request or the config, with control characters escaped: the styled
+/// line reaches the terminal unescaped.
+struct Printable<'a>(&'a str);
+
+impl fmt::Display for Printable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            match c.is_control() {
+                true => write!(f, "{}", c.escape_default())?,
+                false => f.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The log's field formatter: tracing's default, which escapes control characters in
+/// fields (a guest's output cannot drive the terminal), but for access log lines,
+/// whose styles are wedge's own: written as they are when the log's writer takes
+/// ANSI styles (a terminal), else without them.
+pub struct LogFields;
+
+impl<'writer> FormatFields<'writer> for LogFields {
+    fn format_fields<R: RecordFields>(
+        &self,
+        mut writer: Writer<'writer>,
+        fields: R,
+    ) -> fmt::Result {
+        let mut line = AccessLine::default();
+        fields.record(&mut line);
+        match line {
+            AccessLine {
+                styled: Some(styled),
+                ..
+            } if writer.has_ansi_escapes() => writer.write_str(&styled),
+            AccessLine {
+                styled: Some(_),
+                plain,
+            } => writer.write_str(&plain),
+            _ => DefaultFields::new().format_fields(writer, fields),
+        }
+    }
+}
+
+/// An access log event's two lines, if the event is one.
+#[derive(Default)]
+struct AccessLine {
+    styled: Option<String>,
+    plain: String,
+}
+
+impl Visit for AccessLine {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == STYLED {
+            self.styled = Some(value.to_string());
         }
     }
 
-    fn line(self, entry: &Entry<'_>) -> String {
-        let status = entry.status;
-        let millis = entry.elapsed.as_secs_f64() * 1000.0;
-        let protocol = protocol_name(entry.version);
-        let ending = match entry.ending {
-            Ending::Complete => "",
-            Ending::Aborted => " (body aborted)",
-            Ending::Dropped => " (client gone)",
-        };
-        let app = entry.app.map(|app| format!("[{app}] ")).unwrap_or_default();
-        let (method, path, bytes) = (entry.method, entry.path, entry.bytes);
-        match self {
-            AccessLog::Colored => {
-                let colour = match status {
-                    200..=299 => "32", // green
-                    300..=399 => "36", // cyan
-                    400..=499 => "33", // yellow
-                    _ => "31",         // red
-                };
-                format!(
-                    "{app}\x1b[1m{method} {path}\x1b[0m \x1b[{colour}m{status}\x1b[0m {bytes} B {millis:.1} ms \x1b[2m{protocol}\x1b[0m{ending}"
-                )
-            }
-            _ => {
-                format!("{app}{method} {path} {status} {bytes} B {millis:.1} ms {protocol}{ending}")
-            }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            self.plain = format!("{value:?}");
         }
     }
 }
@@ -122,21 +194,70 @@ mod tests {
 
     #[test]
     fn plain_line_names_app_method_path_status_bytes_time_and_protocol() {
-        let line = AccessLog::Plain.line(&entry(200, Version::HTTP_2, Ending::Complete));
-        assert_eq!(line, "[hello] GET /hi?x=1 200 13 B 1.2 ms h2");
-        let line = AccessLog::Plain.line(&entry(200, Version::HTTP_3, Ending::Dropped));
-        assert!(line.ends_with("h3 (client gone)"), "{line}");
+        let plain = line(&entry(200, Version::HTTP_2, Ending::Complete), false);
+        assert_eq!(plain, "[hello] GET /hi?x=1 200 13 B 1.2 ms h2");
+        let plain = line(&entry(200, Version::HTTP_3, Ending::Dropped), false);
+        assert!(plain.ends_with("h3 (client gone)"), "{plain}");
     }
 
     #[test]
-    fn colored_line_colours_the_status_by_class() {
+    fn styled_line_colours_the_status_by_class() {
         for (status, colour) in [(204, "32"), (304, "36"), (404, "33"), (502, "31")] {
-            let line = AccessLog::Colored.line(&entry(status, Version::HTTP_3, Ending::Complete));
+            let styled = line(&entry(status, Version::HTTP_3, Ending::Complete), true);
             assert!(
-                line.contains(&format!("\x1b[{colour}m{status}\x1b[0m")),
-                "{line:?}"
+                styled.contains(&format!("\x1b[{colour}m{status}\x1b[0m")),
+                "{styled:?}"
             );
-            assert!(line.ends_with("h3\x1b[0m"), "{line:?}");
+            assert!(styled.ends_with("h3\x1b[0m"), "{styled:?}");
         }
+    }
+
+    #[test]
+    fn control_characters_of_the_request_are_escaped() {
+        let mut request = entry(200, Version::HTTP_11, Ending::Complete);
+        request.path = "/\x1b[2J";
+        let styled = line(&request, true);
+        assert!(styled.contains("GET /\\u{1b}[2J"), "{styled:?}");
+    }
+
+    /// The log as a subscriber writing to a buffer, with ANSI styles or without.
+    fn logged(ansi: bool, log: impl FnOnce()) -> String {
+        let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .fmt_fields(LogFields)
+            .with_ansi(ansi)
+            .without_time()
+            .with_level(false)
+            .with_target(false)
+            .with_writer(move || Buffer(writer.clone()))
+            .finish();
+        tracing::subscriber::with_default(subscriber, log);
+        String::from_utf8(buffer.lock().unwrap().clone()).unwrap()
+    }
+
+    struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().write(bytes)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_log_writes_styles_on_a_terminal_and_none_elsewhere() {
+        let request = entry(404, Version::HTTP_2, Ending::Complete);
+        let styled = logged(true, || AccessLog::On.record(&request));
+        assert_eq!(styled, format!("{}\n", line(&request, true)), "{styled:?}");
+        let plain = logged(false, || AccessLog::On.record(&request));
+        assert_eq!(plain, "[hello] GET /hi?x=1 404 13 B 1.2 ms h2\n");
+        // Anything else is tracing's as before: escapes in it escaped.
+        let other = logged(true, || tracing::info!(n = 1, "guest said \x1b[2J"));
+        assert!(!other.contains("\x1b[2J"), "{other:?}");
+        assert!(other.contains("guest said \\x1b[2J"), "{other:?}");
     }
 }

@@ -163,8 +163,9 @@ impl Frontend {
             None => response,
         };
         self.hook.apply(&mut response);
-        let status = response.status().as_u16();
-        response.map(|body| TalliedBody::new(body, status, tally))
+        let (head, body) = response.into_parts();
+        let body = TalliedBody::new(body, &head, tally);
+        Response::from_parts(head, body)
     }
 }
 

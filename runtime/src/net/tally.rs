@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{Method, Request, Version};
+use http::{Method, Request, Version, header, response};
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::Instant;
 
@@ -97,17 +97,35 @@ impl Drop for Tally {
 pub struct TalliedBody {
     inner: ResponseBody,
     tally: Option<Box<Tally>>,
+    /// The body's length as the head declares it (`content-length`, or the body's
+    /// exact size): once that much is sent, the body is complete whether or not the
+    /// connection polls for its end (HTTP/1.1 drops it after the last byte).
+    declared: Option<u64>,
 }
 
 impl TalliedBody {
-    pub fn new(inner: ResponseBody, status: u16, mut tally: Option<Box<Tally>>) -> Self {
+    /// The body of the response with `head`, counted into `tally`.
+    pub fn new(inner: ResponseBody, head: &response::Parts, mut tally: Option<Box<Tally>>) -> Self {
+        let declared = head
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|length| length.to_str().ok()?.parse().ok())
+            .or(inner.size_hint().exact());
         if let Some(tally) = &mut tally {
-            tally.status = status;
-            if inner.is_end_stream() {
+            tally.status = head.status.as_u16();
+            // Nothing to send: the response is its head (RFC 9110 §6.4.1).
+            let bodiless = tally.method == Method::HEAD
+                || head.status.is_informational()
+                || matches!(head.status.as_u16(), 204 | 304);
+            if bodiless || declared == Some(0) || inner.is_end_stream() {
                 tally.ending = Ending::Complete;
             }
         }
-        TalliedBody { inner, tally }
+        TalliedBody {
+            inner,
+            tally,
+            declared,
+        }
     }
 }
 
@@ -125,7 +143,7 @@ impl Body for TalliedBody {
             match frame {
                 Some(Ok(frame)) => {
                     tally.bytes += frame.data_ref().map_or(0, |d| d.len() as u64);
-                    if this.inner.is_end_stream() {
+                    if this.inner.is_end_stream() || this.declared == Some(tally.bytes) {
                         tally.ending = Ending::Complete;
                     }
                 }
