@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Buf;
 
-use support::{Server, curl, new_crate, poll_until, temp_dir};
+use support::{Server, curl, example, new_crate, poll_until, sigint, sigterm, temp_dir};
 
 /// A handler answering `TEXT from PATH`.
 fn greeting(text: &str) -> String {
@@ -614,4 +614,79 @@ fn while_a_build_is_broken_responses_say_so_html_pages_carry_a_banner_and_events
     let (status, log) = server.wait_exit(Duration::from_secs(60));
     assert!(status.success(), "{log}");
     assert!(!log.contains("drain deadline passed"), "{log}");
+}
+
+/// An HTTP/1.1 `GET path` in flight: the thread returns what the server answered
+/// once it answered or closed the connection.
+fn request_in_flight(server: &Server, path: &str) -> std::thread::JoinHandle<String> {
+    let mut stream = TcpStream::connect(server.authority()).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    std::thread::spawn(move || {
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer
+    })
+}
+
+/// Issue 17 item 5: the first Ctrl-C lets a request in flight finish; a second one
+/// exits at once (130), saying how many requests it cut off. `wedge serve`.
+#[test]
+fn a_second_ctrl_c_exits_at_once_and_the_first_alone_drains() {
+    // The drain would wait far longer than the test's bound on the exit.
+    let args = ["--drain-timeout", "10m", "--wall-time", "15m", "--no-tls"];
+
+    let server = Server::start(&example("faults"), &args);
+    let slow = request_in_flight(&server, "/sleep?ms=3000");
+    server.wait_for_log("sleeping 3000 ms");
+    sigint(server.pid());
+    server.wait_for_log("shutting down");
+    let answer = slow.join().unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("slept 3000\n"), "{answer}");
+    let (status, log) = server.wait_exit(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0), "{log}");
+
+    let server = Server::start(&example("faults"), &args);
+    let stuck = request_in_flight(&server, "/sleep?ms=600000");
+    server.wait_for_log("sleeping 600000 ms");
+    sigint(server.pid());
+    server.wait_for_log("shutting down");
+    sigint(server.pid());
+    // Bounded far below the drain: an exit within it is an exit at once.
+    let (status, log) = server.wait_exit(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(130), "{log}");
+    assert!(
+        log.contains("Ctrl-C again: exiting at once, cutting off 1 request in flight"),
+        "{log}"
+    );
+    let answer = stuck.join().unwrap();
+    assert_eq!(answer, "", "the request was cut off");
+}
+
+/// The same in `wedge dev`, by SIGTERM, a request waiting for its body in flight.
+#[test]
+fn a_second_sigterm_ends_wedge_dev_at_once() {
+    let dir = new_crate(&temp_dir("dev-sigterm"), "devsigterm");
+    write_lib(&dir, &body_counter("v1"));
+    let server = Server::dev(&dir, &["--drain-timeout", "10m"]);
+    let mut stream = TcpStream::connect(server.authority()).unwrap();
+    write!(
+        stream,
+        "POST / HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n2\r\nhi\r\n"
+    )
+    .unwrap();
+    server.wait_for_log("v1 started");
+    sigterm(server.pid());
+    server.wait_for_log("shutting down");
+    sigterm(server.pid());
+    let (status, log) = server.wait_exit(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(130), "{log}");
+    assert!(
+        log.contains("SIGTERM again: exiting at once, cutting off 1 request in flight"),
+        "{log}"
+    );
 }

@@ -332,6 +332,11 @@ pub fn sigterm(pid: u32) {
     kill(pid, "-TERM");
 }
 
+/// Sends SIGINT (what Ctrl-C sends) to a process.
+pub fn sigint(pid: u32) {
+    kill(pid, "-INT");
+}
+
 fn kill(pid: u32, signal: &str) {
     let status = Command::new("kill")
         .args([signal, &pid.to_string()])

@@ -18,6 +18,7 @@ mod push;
 mod registry_args;
 mod serve;
 mod server;
+mod shutdown;
 mod target;
 mod vars_args;
 mod workers;

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use wasmtime::Engine;
 
 use super::host_args::HostArgs;
+use super::shutdown::Signals;
 use super::vars_args::VarsArgs;
 use super::workers::Workers;
 use crate::admin::Readiness;
@@ -150,14 +151,15 @@ where
                 drain,
             )
         })?;
+        let mut signals = Signals::catch()?;
         tokio::select! {
-            () = shutdown_signal() => {}
+            () = signals.first() => {}
             // A worker that failed stops the others.
             () = workers.stopping() => {}
         }
         readiness.draining();
         workers.stop();
-        workers.drained().await;
+        signals.unless_second(workers.drained()).await;
         anyhow::Ok(workers)
     })?;
     workers.join()?;
@@ -260,24 +262,6 @@ fn route_table(listeners: &Listeners, apps: &[(String, Vec<String>)]) -> String 
         }
     }
     table
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(err) => {
-            tracing::warn!("cannot watch SIGTERM: {err}");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    tracing::info!("shutting down: no new connections, finishing requests in flight");
 }
 
 /// The listeners' way to the apps, counting into the metrics if there are any, with

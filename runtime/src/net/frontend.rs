@@ -9,7 +9,7 @@ use http_body::Body;
 
 use super::access_log::AccessLog;
 use super::response_hook::ResponseHook;
-use super::tally::{TalliedBody, Tally};
+use super::tally::{InFlight, TalliedBody, Tally};
 use crate::host::admission::Abandoned;
 use crate::host::{DevOverlay, RequestScheme, ResponseBody, Site, plain};
 use crate::metrics::{CloseReason, Metrics, Open, Protocol, WorkerMetrics};
@@ -120,6 +120,8 @@ impl Frontend {
         if let Some(worker) = &self.worker {
             worker.request();
         }
+        // Until its response is done: what a forced exit would cut off.
+        let in_flight = InFlight::begin();
         let mut tally = Tally::begin(self.access_log, self.metrics.as_ref(), &request);
         if let Some(answer) = self.overlay.as_ref().and_then(|o| o.answer(&request)) {
             return self.finish(answer, tally);
@@ -149,6 +151,7 @@ impl Frontend {
         }
         let response = serving.handle(request, scheme, &self.abandoned).await;
         self.finish(response, tally)
+            .map(|body| body.in_flight(in_flight))
     }
 
     /// A response on its way out: the overlay's and the listener's additions

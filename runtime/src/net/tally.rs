@@ -5,6 +5,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -93,10 +94,37 @@ impl Drop for Tally {
     }
 }
 
+/// Requests in this process from their arrival at a frontend until their response
+/// body is done or dropped, all workers together: what a forced exit cuts off.
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts one request as in flight until dropped.
+pub struct InFlight(());
+
+impl InFlight {
+    pub fn begin() -> InFlight {
+        IN_FLIGHT.fetch_add(1, Ordering::Relaxed);
+        InFlight(())
+    }
+
+    /// Requests in flight now.
+    pub fn count() -> usize {
+        IN_FLIGHT.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// A response body that counts what it sends into its request's tally.
 pub struct TalliedBody {
     inner: ResponseBody,
     tally: Option<Box<Tally>>,
+    /// Its request, counted in flight until the body is done.
+    in_flight: Option<InFlight>,
     /// The body's length as the head declares it (`content-length`, or the body's
     /// exact size): once that much is sent, the body is complete whether or not the
     /// connection polls for its end (HTTP/1.1 drops it after the last byte).
@@ -124,7 +152,16 @@ impl TalliedBody {
         TalliedBody {
             inner,
             tally,
+            in_flight: None,
             declared,
+        }
+    }
+
+    /// The same body, its request counted in flight until it is done or dropped.
+    pub fn in_flight(self, request: InFlight) -> Self {
+        TalliedBody {
+            in_flight: Some(request),
+            ..self
         }
     }
 }
@@ -150,6 +187,9 @@ impl Body for TalliedBody {
                 Some(Err(_)) => tally.ending = Ending::Aborted,
                 None => tally.ending = Ending::Complete,
             }
+        }
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            this.in_flight = None;
         }
         polled
     }
