@@ -66,6 +66,9 @@ fn build_examples() -> PathBuf {
             "--manifest-path",
         ])
         .arg(repo.join("examples/Cargo.toml"))
+        // Where `example` looks, whatever CARGO_TARGET_DIR the tests run with.
+        .arg("--target-dir")
+        .arg(&target_dir)
         .output()
         .expect("running cargo to build the examples");
     assert!(
