@@ -104,9 +104,15 @@ impl State {
         self.chunks.is_empty() && self.tail.is_empty()
     }
 
+    /// Octets buffered and not yet read.
+    fn waiting(&self) -> usize {
+        self.chunks.iter().map(Bytes::len).sum::<usize>() + self.tail.len()
+    }
+
     /// Drops everything buffered; the octets dropped.
     fn drain(&mut self) -> usize {
-        let dropped = self.chunks.drain(..).map(|c| c.len()).sum::<usize>() + self.tail.len();
+        let dropped = self.waiting();
+        self.chunks.clear();
         self.tail.clear();
         dropped
     }
@@ -201,7 +207,7 @@ impl Inbox {
         let mut state = self.lock();
         state.listen(connection);
         state.reads_ahead = true;
-        let waiting = state.chunks.iter().map(Bytes::len).sum::<usize>() + state.tail.len();
+        let waiting = state.waiting();
         ReadAhead {
             room: waiting < window,
             asked: state.asked,
@@ -366,7 +372,7 @@ impl Body for RequestBody {
             return SizeHint::with_exact(0);
         };
         let state = inbox.lock();
-        let waiting = state.chunks.iter().map(Bytes::len).sum::<usize>() + state.tail.len();
+        let waiting = state.waiting();
         let mut hint = SizeHint::new();
         hint.set_lower(waiting as u64);
         hint
