@@ -82,27 +82,26 @@ pub async fn serve<IO>(
         .header_read_timeout(header_read)
         .serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
-    let stopping = tokio::select! {
-        result = connection.as_mut() => Some(result),
-        _ = shutdown.wait_for(|stop| *stop) => None,
+    let served = async {
+        let finished = tokio::select! {
+            result = connection.as_mut() => Some(result),
+            _ = shutdown.wait_for(|stop| *stop) => None,
+        };
+        match finished {
+            Some(result) => result,
+            None => {
+                connection.as_mut().graceful_shutdown();
+                connection.as_mut().await
+            }
+        }
+    };
+    let result = tokio::select! {
+        result = served => result,
         // The client's framing cost more than it may: closed at once, whatever is in
-        // flight (its handler is stopped, not blamed).
+        // flight (its handler is stopped, not blamed), also while draining.
         () = flooded.notified() => {
             counted.closed(CloseReason::ChunkFlood);
             return;
-        }
-    };
-    let result = match stopping {
-        Some(result) => result,
-        None => {
-            connection.as_mut().graceful_shutdown();
-            tokio::select! {
-                result = connection.as_mut() => result,
-                () = flooded.notified() => {
-                    counted.closed(CloseReason::ChunkFlood);
-                    return;
-                }
-            }
         }
     };
     if let Err(err) = result {
