@@ -1078,7 +1078,10 @@ async fn a_closing_connection_is_not_held_open_by_a_trickling_reader() {
 #[tokio::test]
 async fn an_unbounded_stream_limit_still_serves() {
     let config = H2Config {
-        max_concurrent_streams: u32::MAX,
+        core: wedge_proto::h2::conn::ConnConfig {
+            max_concurrent_streams: u32::MAX,
+            ..Default::default()
+        },
         ..H2Config::default()
     };
     let (mut raw, _wire, _shutdown) = pipe(native(|_, _| text(b"hi")), config);

@@ -1,122 +1,76 @@
 //! `--h2-*` flags: every field of [`H2Config`], defaults taken from it (and shown in
 //! `--help`).
 
+use super::engine_flags::engine_flags;
 use crate::net::h2::H2Config;
 
-fn defaults() -> H2Config {
-    H2Config::default()
-}
+engine_flags! {
+    /// HTTP/2 engine settings, limits and timeouts.
+    #[command(next_help_heading = "HTTP/2")]
+    pub struct H2Args for H2Config {
+        /// Streams one connection may have open; more are refused (REFUSED_STREAM).
+        h2_max_concurrent_streams: u32 => core.max_concurrent_streams;
 
-/// HTTP/2 engine settings, limits and timeouts.
-#[derive(clap::Args, Debug, Clone)]
-#[command(next_help_heading = "HTTP/2")]
-pub struct H2Args {
-    /// Streams one connection may have open; more are refused (REFUSED_STREAM).
-    #[arg(long, default_value_t = defaults().max_concurrent_streams)]
-    pub h2_max_concurrent_streams: u32,
+        /// Per-stream receive window in octets: the most request body buffered for a
+        /// handler that has not read it (at most 2147483647).
+        h2_initial_window_size: u32 => core.initial_window_size,
+            parser = clap::value_parser!(u32).range(0..=2_147_483_647);
 
-    /// Per-stream receive window in octets: the most request body buffered for a
-    /// handler that has not read it (at most 2147483647).
-    #[arg(long, default_value_t = defaults().initial_window_size,
-          value_parser = clap::value_parser!(u32).range(0..=2_147_483_647))]
-    pub h2_initial_window_size: u32,
+        /// Connection receive window in octets; credited as request bodies are buffered
+        /// (at most 2147483647).
+        h2_connection_window_size: u32 => core.connection_window_size,
+            parser = clap::value_parser!(u32).range(0..=2_147_483_647);
 
-    /// Connection receive window in octets; credited as request bodies are buffered
-    /// (at most 2147483647).
-    #[arg(long, default_value_t = defaults().connection_window_size,
-          value_parser = clap::value_parser!(u32).range(0..=2_147_483_647))]
-    pub h2_connection_window_size: u32,
+        /// Largest frame payload accepted, in octets (16384..=16777215).
+        h2_max_frame_size: u32 => core.max_frame_size,
+            parser = clap::value_parser!(u32).range(16_384..=16_777_215);
 
-    /// Largest frame payload accepted, in octets (16384..=16777215).
-    #[arg(long, default_value_t = defaults().max_frame_size,
-          value_parser = clap::value_parser!(u32).range(16_384..=16_777_215))]
-    pub h2_max_frame_size: u32,
+        /// Largest request header list in octets; larger requests are answered 431.
+        h2_max_header_list_size: u32 => core.max_header_list_size;
 
-    /// Largest request header list in octets; larger requests are answered 431.
-    #[arg(long, default_value_t = defaults().max_header_list_size)]
-    pub h2_max_header_list_size: u32,
+        /// CONTINUATION frames one header block may use (CONTINUATION flood).
+        h2_max_continuation_frames: u32 => core.max_continuation_frames;
 
-    /// CONTINUATION frames one header block may use (CONTINUATION flood).
-    #[arg(long, default_value_t = defaults().max_continuation_frames)]
-    pub h2_max_continuation_frames: u32,
+        /// HPACK dynamic table size in octets a client may make wedge keep.
+        h2_header_table_size: u32 => core.header_table_size;
 
-    /// HPACK dynamic table size in octets a client may make wedge keep.
-    #[arg(long, default_value_t = defaults().header_table_size)]
-    pub h2_header_table_size: u32,
+        /// Streams a client may reset before their response ends, earned back by
+        /// completed responses (rapid reset, CVE-2023-44487).
+        h2_peer_reset_budget: u32 => core.peer_reset_budget;
 
-    /// Streams a client may reset before their response ends, earned back by completed
-    /// responses (rapid reset, CVE-2023-44487).
-    #[arg(long, default_value_t = defaults().peer_reset_budget)]
-    pub h2_peer_reset_budget: u32,
+        /// Stream resets a client's frames may cause, earned back by completed
+        /// responses (MadeYouReset, CVE-2025-8671).
+        h2_server_reset_budget: u32 => core.server_reset_budget;
 
-    /// Stream resets a client's frames may cause, earned back by completed responses
-    /// (MadeYouReset, CVE-2025-8671).
-    #[arg(long, default_value_t = defaults().server_reset_budget)]
-    pub h2_server_reset_budget: u32,
+        /// SETTINGS frames allowed without requests or body bytes between them.
+        h2_settings_flood_budget: u32 => core.settings_flood_budget;
 
-    /// SETTINGS frames allowed without requests or body bytes between them.
-    #[arg(long, default_value_t = defaults().settings_flood_budget)]
-    pub h2_settings_flood_budget: u32,
+        /// PING frames allowed without requests or body bytes between them.
+        h2_ping_flood_budget: u32 => core.ping_flood_budget;
 
-    /// PING frames allowed without requests or body bytes between them.
-    #[arg(long, default_value_t = defaults().ping_flood_budget)]
-    pub h2_ping_flood_budget: u32,
+        /// Empty DATA frames allowed without body bytes between them.
+        h2_empty_data_flood_budget: u32 => core.empty_data_flood_budget;
 
-    /// Empty DATA frames allowed without body bytes between them.
-    #[arg(long, default_value_t = defaults().empty_data_flood_budget)]
-    pub h2_empty_data_flood_budget: u32,
+        /// Response octets one stream may stage per write: bounds what a zero-window
+        /// client pins per stream.
+        h2_stream_send_buffer: usize => stream_send_buffer;
 
-    /// Response octets one stream may stage per write: bounds what a zero-window
-    /// client pins per stream.
-    #[arg(long, default_value_t = defaults().stream_send_buffer)]
-    pub h2_stream_send_buffer: usize,
+        /// Time a client has for the connection preface and its first SETTINGS.
+        h2_handshake_timeout: humantime::Duration => handshake_timeout;
 
-    /// Time a client has for the connection preface and its first SETTINGS.
-    #[arg(long, default_value_t = defaults().handshake_timeout.into())]
-    pub h2_handshake_timeout: humantime::Duration,
+        /// Time a client has to finish a request header block it started (slowloris).
+        h2_header_read_timeout: humantime::Duration => header_read_timeout;
 
-    /// Time a client has to finish a request header block it started (slowloris).
-    #[arg(long, default_value_t = defaults().header_read_timeout.into())]
-    pub h2_header_read_timeout: humantime::Duration,
+        /// A connection with no open streams is closed after this long.
+        h2_idle_timeout: humantime::Duration => idle_timeout;
 
-    /// A connection with no open streams is closed after this long.
-    #[arg(long, default_value_t = defaults().idle_timeout.into())]
-    pub h2_idle_timeout: humantime::Duration,
+        /// A connection whose responses all wait on a zero flow-control window is closed
+        /// after this long.
+        h2_zero_window_timeout: humantime::Duration => zero_window_timeout;
 
-    /// A connection whose responses all wait on a zero flow-control window is closed
-    /// after this long.
-    #[arg(long, default_value_t = defaults().zero_window_timeout.into())]
-    pub h2_zero_window_timeout: humantime::Duration,
-
-    /// A connection whose client takes none of the octets wedge has for it for this
-    /// long is dropped (a client that stopped reading).
-    #[arg(long, default_value_t = defaults().write_timeout.into())]
-    pub h2_write_timeout: humantime::Duration,
-}
-
-impl H2Args {
-    /// The engine configuration these flags describe.
-    pub fn to_config(&self) -> H2Config {
-        H2Config {
-            max_concurrent_streams: self.h2_max_concurrent_streams,
-            initial_window_size: self.h2_initial_window_size,
-            connection_window_size: self.h2_connection_window_size,
-            max_frame_size: self.h2_max_frame_size,
-            max_header_list_size: self.h2_max_header_list_size,
-            max_continuation_frames: self.h2_max_continuation_frames,
-            header_table_size: self.h2_header_table_size,
-            peer_reset_budget: self.h2_peer_reset_budget,
-            server_reset_budget: self.h2_server_reset_budget,
-            settings_flood_budget: self.h2_settings_flood_budget,
-            ping_flood_budget: self.h2_ping_flood_budget,
-            empty_data_flood_budget: self.h2_empty_data_flood_budget,
-            stream_send_buffer: self.h2_stream_send_buffer,
-            handshake_timeout: self.h2_handshake_timeout.into(),
-            header_read_timeout: self.h2_header_read_timeout.into(),
-            idle_timeout: self.h2_idle_timeout.into(),
-            zero_window_timeout: self.h2_zero_window_timeout.into(),
-            write_timeout: self.h2_write_timeout.into(),
-        }
+        /// A connection whose client takes none of the octets wedge has for it for this
+        /// long is dropped (a client that stopped reading).
+        h2_write_timeout: humantime::Duration => write_timeout;
     }
 }
 
@@ -125,6 +79,7 @@ mod tests {
     use std::time::Duration;
 
     use clap::Parser;
+    use wedge_proto::h2::conn::ConnConfig;
 
     use super::*;
 
@@ -167,18 +122,20 @@ mod tests {
         assert_eq!(
             config,
             H2Config {
-                max_concurrent_streams: 7,
-                initial_window_size: 1000,
-                connection_window_size: 2000,
-                max_frame_size: 20_000,
-                max_header_list_size: 3000,
-                max_continuation_frames: 4,
-                header_table_size: 0,
-                peer_reset_budget: 5,
-                server_reset_budget: 6,
-                settings_flood_budget: 8,
-                ping_flood_budget: 9,
-                empty_data_flood_budget: 10,
+                core: ConnConfig {
+                    max_concurrent_streams: 7,
+                    initial_window_size: 1000,
+                    connection_window_size: 2000,
+                    max_frame_size: 20_000,
+                    max_header_list_size: 3000,
+                    max_continuation_frames: 4,
+                    header_table_size: 0,
+                    peer_reset_budget: 5,
+                    server_reset_budget: 6,
+                    settings_flood_budget: 8,
+                    ping_flood_budget: 9,
+                    empty_data_flood_budget: 10,
+                },
                 stream_send_buffer: 4096,
                 handshake_timeout: Duration::from_secs(1),
                 header_read_timeout: Duration::from_secs(2),

@@ -1,11 +1,8 @@
 //! `--h3-*` flags and `--no-h3`: every field of [`H3Config`], defaults taken from it (and
 //! shown in `--help`).
 
+use super::engine_flags::engine_flags;
 use crate::net::h3::H3Config;
-
-fn defaults() -> H3Config {
-    H3Config::default()
-}
 
 /// HTTP/3 on the TLS listener's port (UDP).
 #[derive(clap::Args, Debug, Clone)]
@@ -15,69 +12,73 @@ pub struct H3Args {
     #[arg(long)]
     pub no_h3: bool,
 
-    /// Request streams one connection may have open at once (QUIC
-    /// max_concurrent_bidi_streams): a client cannot open more.
-    #[arg(long, default_value_t = defaults().max_concurrent_streams)]
-    pub h3_max_concurrent_streams: u32,
+    #[command(flatten)]
+    pub engine: H3Flags,
+}
 
-    /// A connection that carries nothing for this long is closed (QUIC idle timeout).
-    #[arg(long, default_value_t = defaults().idle_timeout.into())]
-    pub h3_idle_timeout: humantime::Duration,
+impl H3Args {
+    /// The engine configuration these flags describe, or `None` with `--no-h3`.
+    pub fn to_config(&self) -> Option<H3Config> {
+        (!self.no_h3).then(|| self.engine.to_config())
+    }
+}
 
-    /// A request head not whole this long after its stream opened is reset
-    /// (H3_REQUEST_INCOMPLETE): slowloris.
-    #[arg(long, default_value_t = defaults().header_read_timeout.into())]
-    pub h3_header_read_timeout: humantime::Duration,
+engine_flags! {
+    /// The HTTP/3 engine's limits and timeouts.
+    #[command(next_help_heading = "HTTP/3")]
+    pub struct H3Flags for H3Config {
+        /// Request streams one connection may have open at once (QUIC
+        /// max_concurrent_bidi_streams): a client cannot open more.
+        h3_max_concurrent_streams: u32 => max_concurrent_streams;
 
-    /// A response blocked on the client's flow control with no progress for this long
-    /// is reset (H3_REQUEST_CANCELLED) and its handler dropped.
-    #[arg(long, default_value_t = defaults().zero_window_timeout.into())]
-    pub h3_zero_window_timeout: humantime::Duration,
+        /// A connection that carries nothing for this long is closed (QUIC idle timeout).
+        h3_idle_timeout: humantime::Duration => idle_timeout;
 
-    /// Request body octets buffered per stream for a guest that has not read them
-    /// (QUIC stream receive window).
-    #[arg(long, default_value_t = defaults().stream_receive_window)]
-    pub h3_stream_receive_window: u32,
+        /// A request head not whole this long after its stream opened is reset
+        /// (H3_REQUEST_INCOMPLETE): slowloris.
+        h3_header_read_timeout: humantime::Duration => header_read_timeout;
 
-    /// Request body octets buffered per connection across its streams (QUIC
-    /// connection receive window).
-    #[arg(long, default_value_t = defaults().connection_receive_window)]
-    pub h3_connection_receive_window: u32,
+        /// A response blocked on the client's flow control with no progress for this
+        /// long is reset (H3_REQUEST_CANCELLED) and its handler dropped.
+        h3_zero_window_timeout: humantime::Duration => zero_window_timeout;
 
-    /// Largest request head in octets (SETTINGS_MAX_FIELD_SECTION_SIZE); larger
-    /// requests are answered 431.
-    #[arg(long, default_value_t = defaults().max_field_section_size,
-          value_parser = clap::value_parser!(u64).range(1..=MAX_SECTION_OR_TABLE))]
-    pub h3_max_field_section_size: u64,
+        /// Request body octets buffered per stream for a guest that has not read them
+        /// (QUIC stream receive window).
+        h3_stream_receive_window: u32 => stream_receive_window;
 
-    /// QPACK dynamic table in octets a client may make wedge keep per connection
-    /// (SETTINGS_QPACK_MAX_TABLE_CAPACITY); 0 turns the dynamic table off.
-    #[arg(long, default_value_t = defaults().qpack_max_table_capacity,
-          value_parser = clap::value_parser!(u64).range(0..=MAX_SECTION_OR_TABLE))]
-    pub h3_qpack_max_table_capacity: u64,
+        /// Request body octets buffered per connection across its streams (QUIC
+        /// connection receive window).
+        h3_connection_receive_window: u32 => connection_receive_window;
 
-    /// Request streams that may wait at once for QPACK entries still on their way
-    /// (SETTINGS_QPACK_BLOCKED_STREAMS).
-    #[arg(long, default_value_t = defaults().qpack_blocked_streams,
-          value_parser = clap::value_parser!(u64).range(0..=MAX_BLOCKED_STREAMS))]
-    pub h3_qpack_blocked_streams: u64,
+        /// Largest request head in octets (SETTINGS_MAX_FIELD_SECTION_SIZE); larger
+        /// requests are answered 431.
+        h3_max_field_section_size: u64 => core.max_field_section_size,
+            parser = clap::value_parser!(u64).range(1..=MAX_SECTION_OR_TABLE);
 
-    /// Requests with a handler started that a client may cancel before their response
-    /// ended, earned back per completed response; past it the connection closes with
-    /// H3_EXCESSIVE_LOAD (rapid reset, CVE-2023-44487).
-    #[arg(long, default_value_t = defaults().peer_reset_budget)]
-    pub h3_peer_reset_budget: u32,
+        /// QPACK dynamic table in octets a client may make wedge keep per connection
+        /// (SETTINGS_QPACK_MAX_TABLE_CAPACITY); 0 turns the dynamic table off.
+        h3_qpack_max_table_capacity: u64 => core.qpack_max_table_capacity,
+            parser = clap::value_parser!(u64).range(0..=MAX_SECTION_OR_TABLE);
 
-    /// Requests already handed out that a client's frames may make wedge reset, earned
-    /// back per completed response; past it, H3_EXCESSIVE_LOAD (MadeYouReset,
-    /// CVE-2025-8671).
-    #[arg(long, default_value_t = defaults().server_reset_budget)]
-    pub h3_server_reset_budget: u32,
+        /// Request streams that may wait at once for QPACK entries still on their way
+        /// (SETTINGS_QPACK_BLOCKED_STREAMS).
+        h3_qpack_blocked_streams: u64 => core.qpack_blocked_streams,
+            parser = clap::value_parser!(u64).range(0..=MAX_BLOCKED_STREAMS);
 
-    /// Empty DATA and reserved-type frames a client may send, earned back by requests
-    /// and body octets; past it, H3_EXCESSIVE_LOAD.
-    #[arg(long, default_value_t = defaults().empty_frame_flood_budget)]
-    pub h3_empty_frame_flood_budget: u32,
+        /// Requests with a handler started that a client may cancel before their
+        /// response ended, earned back per completed response; past it the connection
+        /// closes with H3_EXCESSIVE_LOAD (rapid reset, CVE-2023-44487).
+        h3_peer_reset_budget: u32 => core.peer_reset_budget;
+
+        /// Requests already handed out that a client's frames may make wedge reset,
+        /// earned back per completed response; past it, H3_EXCESSIVE_LOAD (MadeYouReset,
+        /// CVE-2025-8671).
+        h3_server_reset_budget: u32 => core.server_reset_budget;
+
+        /// Empty DATA and reserved-type frames a client may send, earned back by
+        /// requests and body octets; past it, H3_EXCESSIVE_LOAD.
+        h3_empty_frame_flood_budget: u32 => core.empty_frame_flood_budget;
+    }
 }
 
 /// Far above any real need, and far below where the wire's 62-bit integers or the
@@ -86,31 +87,12 @@ const MAX_SECTION_OR_TABLE: u64 = 16 * 1024 * 1024;
 /// Blocked streams cannot usefully exceed the streams a connection may open.
 const MAX_BLOCKED_STREAMS: u64 = 65_536;
 
-impl H3Args {
-    /// The engine configuration these flags describe, or `None` with `--no-h3`.
-    pub fn to_config(&self) -> Option<H3Config> {
-        (!self.no_h3).then(|| H3Config {
-            max_concurrent_streams: self.h3_max_concurrent_streams,
-            idle_timeout: self.h3_idle_timeout.into(),
-            header_read_timeout: self.h3_header_read_timeout.into(),
-            zero_window_timeout: self.h3_zero_window_timeout.into(),
-            stream_receive_window: self.h3_stream_receive_window,
-            connection_receive_window: self.h3_connection_receive_window,
-            max_field_section_size: self.h3_max_field_section_size,
-            qpack_max_table_capacity: self.h3_qpack_max_table_capacity,
-            qpack_blocked_streams: self.h3_qpack_blocked_streams,
-            peer_reset_budget: self.h3_peer_reset_budget,
-            server_reset_budget: self.h3_server_reset_budget,
-            empty_frame_flood_budget: self.h3_empty_frame_flood_budget,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use clap::Parser;
+    use wedge_proto::h3;
 
     use super::*;
 
@@ -146,18 +128,20 @@ mod tests {
         assert_eq!(
             cli.h3.to_config(),
             Some(H3Config {
+                core: h3::Config {
+                    max_field_section_size: 1000,
+                    qpack_max_table_capacity: 4096,
+                    qpack_blocked_streams: 16,
+                    peer_reset_budget: 5,
+                    server_reset_budget: 6,
+                    empty_frame_flood_budget: 7,
+                },
                 max_concurrent_streams: 7,
                 idle_timeout: Duration::from_secs(5),
                 header_read_timeout: Duration::from_secs(2),
                 zero_window_timeout: Duration::from_secs(3),
                 stream_receive_window: 65536,
                 connection_receive_window: 1048576,
-                max_field_section_size: 1000,
-                qpack_max_table_capacity: 4096,
-                qpack_blocked_streams: 16,
-                peer_reset_budget: 5,
-                server_reset_budget: 6,
-                empty_frame_flood_budget: 7,
             })
         );
     }

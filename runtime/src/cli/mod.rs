@@ -8,6 +8,7 @@ mod config_watch;
 mod conn_args;
 mod deploy;
 mod dev;
+mod engine_flags;
 mod guest_build;
 mod h2_args;
 mod h3_args;

@@ -182,7 +182,7 @@ where
         stats: Arc<ConnStats>,
     ) -> Self {
         let mut queue = WriteQueue::default();
-        let conn = Connection::new(config.core(), queue.stage());
+        let conn = Connection::new(config.core.clone(), queue.stage());
         let now = Instant::now();
         Driver {
             io,
@@ -192,7 +192,7 @@ where
             events: Vec::new(),
             queue,
             // Preallocated up to a point: a huge limit must not be a huge allocation.
-            slots: Vec::with_capacity((config.max_concurrent_streams as usize).min(256)),
+            slots: Vec::with_capacity((config.core.max_concurrent_streams as usize).min(256)),
             bodies: InboxPool::new(stats.clone()),
             stats,
             shutdown: Some(Box::pin(async move {

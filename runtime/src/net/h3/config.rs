@@ -14,9 +14,12 @@ use crate::net::tls;
 /// ALPN id of HTTP/3 (RFC 9114 §3.1).
 const ALPN_H3: &[u8] = b"h3";
 
-/// Everything an operator can tune about HTTP/3 connections.
+/// Everything an operator can tune about HTTP/3 connections: what quinn enforces per
+/// connection, what the sans-IO core enforces, and the driver's timeouts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct H3Config {
+    /// Field section size, QPACK and flood budgets the protocol core enforces.
+    pub core: h3::Config,
     /// Request streams a client may have open at once (quinn's
     /// `max_concurrent_bidi_streams`): the client cannot open more.
     pub max_concurrent_streams: u32,
@@ -37,62 +40,23 @@ pub struct H3Config {
     /// connection flow control). Streams whose guests never read hold their share
     /// until the connection ends, so this is sized for several of them.
     pub connection_receive_window: u32,
-    /// SETTINGS_MAX_FIELD_SECTION_SIZE: a larger request head is answered 431.
-    pub max_field_section_size: u64,
-    /// SETTINGS_QPACK_MAX_TABLE_CAPACITY: the QPACK dynamic table a client may make us
-    /// keep per connection; 0, no dynamic table.
-    pub qpack_max_table_capacity: u64,
-    /// SETTINGS_QPACK_BLOCKED_STREAMS: request streams that may wait on the client's
-    /// QPACK encoder stream at once.
-    pub qpack_blocked_streams: u64,
-    /// Requests with a handler started that a client may cancel (RESET_STREAM or
-    /// STOP_SENDING) before their response ended, earned back per completed response:
-    /// past it the connection closes with H3_EXCESSIVE_LOAD (rapid reset,
-    /// CVE-2023-44487).
-    pub peer_reset_budget: u32,
-    /// Requests already handed out that a client's frames may make us reset (a body
-    /// unlike its content-length, bad trailers), earned back per completed response:
-    /// past it, H3_EXCESSIVE_LOAD (MadeYouReset, CVE-2025-8671).
-    pub server_reset_budget: u32,
-    /// Frames that move nothing (empty DATA, reserved types) a client may send on its
-    /// request and control streams, earned back by request heads and body octets: past
-    /// it, H3_EXCESSIVE_LOAD.
-    pub empty_frame_flood_budget: u32,
 }
 
 impl Default for H3Config {
     fn default() -> Self {
-        let core = h3::Config::default();
         H3Config {
+            core: h3::Config::default(),
             max_concurrent_streams: 100,
             idle_timeout: Duration::from_secs(30),
             header_read_timeout: Duration::from_secs(30),
             zero_window_timeout: Duration::from_secs(30),
             stream_receive_window: 256 * 1024,
             connection_receive_window: 8 * 1024 * 1024,
-            max_field_section_size: core.max_field_section_size,
-            qpack_max_table_capacity: core.qpack_max_table_capacity,
-            qpack_blocked_streams: core.qpack_blocked_streams,
-            peer_reset_budget: core.peer_reset_budget,
-            server_reset_budget: core.server_reset_budget,
-            empty_frame_flood_budget: core.empty_frame_flood_budget,
         }
     }
 }
 
 impl H3Config {
-    /// The part the sans-IO core enforces.
-    pub fn core(&self) -> h3::Config {
-        h3::Config {
-            max_field_section_size: self.max_field_section_size,
-            qpack_max_table_capacity: self.qpack_max_table_capacity,
-            qpack_blocked_streams: self.qpack_blocked_streams,
-            peer_reset_budget: self.peer_reset_budget,
-            server_reset_budget: self.server_reset_budget,
-            empty_frame_flood_budget: self.empty_frame_flood_budget,
-        }
-    }
-
     /// quinn's server configuration: TLS 1.3 with ALPN `h3` presenting `key` (the TLS
     /// listener's certificate), and these limits.
     pub fn server_config(&self, key: &CertifiedKey) -> Result<quinn::ServerConfig> {

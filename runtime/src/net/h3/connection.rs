@@ -191,7 +191,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
         mut shutdown: watch::Receiver<bool>,
         stats: Arc<ConnStats>,
     ) -> Self {
-        let core = Connection::new(config.core());
+        let core = Connection::new(config.core);
         let mut control = OwnStream::new();
         core.open_control_stream(&mut control.out);
         Driver {
