@@ -13,6 +13,7 @@ pub mod host;
 pub mod metrics;
 pub mod net;
 pub mod oci;
+pub(crate) mod sync;
 pub mod tenancy;
 
 use wedge_config::hex;

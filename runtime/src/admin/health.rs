@@ -98,10 +98,7 @@ impl Readiness {
     }
 
     fn unrestored(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
-        // A panic while holding this lock leaves a set that is still whole.
-        self.unrestored
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.unrestored)
     }
 }
 

@@ -51,8 +51,7 @@ struct Reading<B> {
 
 impl<B> Limited<B> {
     fn lock(&self) -> MutexGuard<'_, Reading<B>> {
-        // A panic while it was held leaves nothing half-changed: the counts stay usable.
-        self.reading.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.reading)
     }
 }
 

@@ -40,6 +40,8 @@ use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode as P2ErrorCode;
 use wasmtime_wasi_http::p3::bindings::http::types::ErrorCode as P3ErrorCode;
 use wasmtime_wasi_http::{WasiBody, WasiHttpView};
 
+use crate::sync::lock;
+
 use super::admission::{Abandoned, AbandonedMark, Slot};
 use super::app::App;
 use super::body::{BodyError, LimitedBody, OverLimit, ResponseBody};
@@ -321,10 +323,6 @@ impl Shared {
             let _ = verdict.send(fault.cloned());
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A request on its instance while the worker keeps its expiry: holds its claim;

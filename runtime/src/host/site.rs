@@ -136,15 +136,12 @@ impl Site {
     }
 
     pub fn directory(&self) -> Arc<Directory> {
-        self.current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        crate::sync::read(&self.current).clone()
     }
 
     /// Serves `directory` from the next request on.
     pub fn replace(&self, directory: Directory) {
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(directory);
+        *crate::sync::write(&self.current) = Arc::new(directory);
     }
 
     /// The app for a request to `host` and `path`; `None` when no route matches.

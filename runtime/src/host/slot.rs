@@ -38,16 +38,12 @@ impl AppSlot {
 
     /// What requests arriving now are served by.
     pub fn current(&self) -> Serving {
-        // A writer cannot panic while holding the lock (it only assigns).
-        self.current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        crate::sync::read(&self.current).clone()
     }
 
     /// Serves `serving` from the next request on; returns what was served before.
     pub fn replace(&self, serving: Serving) -> Serving {
-        let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+        let mut current = crate::sync::write(&self.current);
         std::mem::replace(&mut *current, serving)
     }
 

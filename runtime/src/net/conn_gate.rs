@@ -103,8 +103,7 @@ impl ConnGate {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
-        // Counts only: a panic elsewhere leaves them whole.
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.open)
     }
 }
 

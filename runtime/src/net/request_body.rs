@@ -145,8 +145,7 @@ impl Inbox {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A handler that panicked while polling cannot leave the queue half-changed.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.state)
     }
 
     /// DATA arrived; `end` with END_STREAM.

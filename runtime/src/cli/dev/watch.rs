@@ -89,9 +89,7 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.state)
     }
 }
 
@@ -183,7 +181,7 @@ fn run(events: &mpsc::Receiver<Msg>, shared: &Shared, watcher: &Weak<Mutex<Recom
         let Some(watcher) = watcher.upgrade() else {
             return;
         };
-        let mut watcher = watcher.lock().unwrap_or_else(|p| p.into_inner());
+        let mut watcher = crate::sync::lock(&watcher);
         let changed = shared.lock().look(&batch, &mut watcher);
         if changed {
             shared.signal.notify_one();

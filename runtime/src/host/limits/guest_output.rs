@@ -59,7 +59,7 @@ impl OutputBudget {
 
     /// A line of `bytes` (its newline included) written at `now`.
     pub fn line(&self, bytes: u64, now: Instant) -> Verdict {
-        let mut bucket = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bucket = crate::sync::lock(&self.bucket);
         if let Some(then) = bucket.refilled {
             let earned = now.saturating_duration_since(then).as_nanos() * u128::from(self.rate)
                 / 1_000_000_000;

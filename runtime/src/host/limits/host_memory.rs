@@ -83,7 +83,7 @@ impl HostMemoryAccount {
     /// Opens an account (the uncounted one when every slot is in use).
     pub fn open() -> Self {
         let index = {
-            let mut free = FREE_SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+            let mut free = crate::sync::lock(&FREE_SLOTS);
             match free.returned.pop() {
                 Some(index) => index,
                 None if free.never_used < ACCOUNTS => {
@@ -153,7 +153,7 @@ impl Drop for HostMemoryAccount {
         // A new generation: blocks charged to this one give nothing back to the next.
         let next = (generation + 1) & GENERATIONS;
         SLOTS[index].store(next << GENERATION_SHIFT, Ordering::Relaxed);
-        let mut free = FREE_SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut free = crate::sync::lock(&FREE_SLOTS);
         free.returned.push(index as u32);
     }
 }

@@ -151,10 +151,7 @@ async fn pump(
                 Err(_) => continue,
             },
         };
-        let within = budget
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .frame(data.len());
+        let within = crate::sync::lock(&budget).frame(data.len());
         if !within {
             tracing::debug!(
                 "http/1.1 connection closed: its request body came in chunks too small \
