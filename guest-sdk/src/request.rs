@@ -387,18 +387,23 @@ impl Source {
 
 enum Inner {
     Wasi(WasiBody),
+    /// The body failed: no more chunks, no trailers.
     Done,
     #[cfg(test)]
-    Chunks(std::collections::VecDeque<Result<Bytes, Error>>),
+    Chunks(
+        std::collections::VecDeque<Result<Bytes, Error>>,
+        Option<HeaderMap>,
+    ),
 }
 
 /// Field order is drop order: each resource is dropped before its parent.
 struct WasiBody {
     pollable: Option<AsyncPollable>,
-    stream: InputStream,
-    _body: IncomingBody,
+    /// `None` once the body ended: its trailers may still be asked for.
+    stream: Option<InputStream>,
+    body: IncomingBody,
     /// The incoming request or response the body belongs to.
-    _parent: Box<dyn Any + Send>,
+    parent: Box<dyn Any + Send>,
 }
 
 impl Body {
@@ -426,9 +431,9 @@ impl Body {
         Ok(Body {
             inner: Inner::Wasi(WasiBody {
                 pollable: None,
-                stream,
-                _body: body,
-                _parent: parent,
+                stream: Some(stream),
+                body,
+                parent,
             }),
             content_length,
             from,
@@ -453,25 +458,38 @@ impl Body {
     /// ```
     pub async fn chunk(&mut self) -> Option<Result<Bytes, Error>> {
         loop {
-            let body = match &mut self.inner {
+            let (pollable, stream) = match &mut self.inner {
                 Inner::Done => return None,
                 #[cfg(test)]
-                Inner::Chunks(chunks) => return chunks.pop_front(),
-                Inner::Wasi(body) => body,
+                Inner::Chunks(chunks, _) => {
+                    let next = chunks.pop_front();
+                    if matches!(next, Some(Err(_))) {
+                        self.inner = Inner::Done;
+                    }
+                    return next;
+                }
+                Inner::Wasi(WasiBody {
+                    pollable,
+                    stream: Some(stream),
+                    ..
+                }) => (pollable, stream),
+                // Ended; the body is kept for its trailers.
+                Inner::Wasi(_) => return None,
             };
-            match body.stream.read(MAX_CHUNK) {
+            match stream.read(MAX_CHUNK) {
                 Ok(bytes) if !bytes.is_empty() => return Some(Ok(Bytes::from(bytes))),
                 Ok(_) => {
-                    let WasiBody {
-                        pollable, stream, ..
-                    } = body;
                     pollable
                         .get_or_insert_with(|| AsyncPollable::new(stream.subscribe()))
                         .wait_for()
                         .await;
                 }
                 Err(StreamError::Closed) => {
-                    self.inner = Inner::Done;
+                    if let Inner::Wasi(body) = &mut self.inner {
+                        // The pollable first: it is the stream's child.
+                        body.pollable = None;
+                        body.stream = None;
+                    }
                     return None;
                 }
                 Err(StreamError::LastOperationFailed(e)) => {
@@ -510,15 +528,96 @@ impl Body {
         Ok(acc.finish())
     }
 
+    /// The trailers sent after the body (empty if none), once all of it arrived: what
+    /// was not read is read and dropped first. Fails if the body failed.
+    ///
+    /// ```no_run
+    /// # use wedge_sdk::{Error, Request, Response};
+    /// async fn handle(req: Request) -> Result<Response, Error> {
+    ///     let mut body = req.into_body();
+    ///     let mut len = 0;
+    ///     while let Some(chunk) = body.chunk().await {
+    ///         len += chunk?.len();
+    ///     }
+    ///     let trailers = body.trailers().await?;
+    ///     let sum = trailers.get("x-checksum").and_then(|v| v.to_str().ok());
+    ///     Ok(Response::text(format!("{len} bytes, checksum {sum:?}\n")))
+    /// }
+    /// # wedge_sdk::export_handler!(handle);
+    /// ```
+    pub async fn trailers(mut self) -> Result<HeaderMap, Error> {
+        let from = self.from;
+        let failed = || {
+            Error::new(
+                ErrorKind::Io,
+                format_args!("{} failed before its trailers", from.what()),
+            )
+        };
+        match std::mem::replace(&mut self.inner, Inner::Done) {
+            Inner::Done => Err(failed()),
+            #[cfg(test)]
+            Inner::Chunks(chunks, trailers) => {
+                for chunk in chunks {
+                    chunk?;
+                }
+                Ok(trailers.unwrap_or_default())
+            }
+            Inner::Wasi(WasiBody {
+                pollable,
+                stream,
+                body,
+                parent,
+            }) => {
+                // `finish` traps while the body's stream (and its pollable) lives.
+                drop(pollable);
+                drop(stream);
+                let trailers = IncomingBody::finish(body);
+                let result = loop {
+                    match trailers.get() {
+                        Some(result) => break result,
+                        None => AsyncPollable::new(trailers.subscribe()).wait_for().await,
+                    }
+                };
+                let fields = match result {
+                    Ok(Ok(Some(fields))) => fields.entries(),
+                    Ok(Ok(None)) => Vec::new(),
+                    Ok(Err(code)) => {
+                        return Err(Error::new(
+                            ErrorKind::Io,
+                            format_args!("reading {}: {code:?}", from.what()),
+                        ));
+                    }
+                    // Taken once only, right here.
+                    Err(()) => return Err(failed()),
+                };
+                drop(trailers);
+                drop(parent);
+                headers_from_entries(fields)
+            }
+        }
+    }
+
     #[cfg(test)]
     pub(crate) fn from_chunks(
         chunks: Vec<Result<Bytes, Error>>,
         content_length: Option<u64>,
     ) -> Self {
         Self {
-            inner: Inner::Chunks(chunks.into()),
+            inner: Inner::Chunks(chunks.into(), None),
             content_length,
             from: Source::Request,
+        }
+    }
+
+    /// The same body, with `trailers` after its chunks.
+    #[cfg(test)]
+    fn with_trailers(self, trailers: HeaderMap) -> Self {
+        let Inner::Chunks(chunks, _) = self.inner else {
+            unreachable!("a test body")
+        };
+        Self {
+            inner: Inner::Chunks(chunks, Some(trailers)),
+            ..self
         }
     }
 
@@ -751,6 +850,47 @@ pub(crate) mod tests {
         assert_eq!(run(body.chunk()).unwrap().unwrap(), "ab");
         assert_eq!(run(body.chunk()).unwrap().unwrap(), "cd");
         assert!(run(body.chunk()).is_none());
+    }
+
+    #[test]
+    fn trailers_come_after_the_body_read_or_not() {
+        let mut sent = HeaderMap::new();
+        sent.insert("x-checksum", HeaderValue::from_static("abc"));
+        sent.append("x-tag", HeaderValue::from_static("1"));
+        sent.append("x-tag", HeaderValue::from_static("2"));
+        let mut body = Body::from_chunks(chunks(&["ab", "cd"]), None).with_trailers(sent.clone());
+        assert_eq!(run(body.chunk()).unwrap().unwrap(), "ab");
+        assert_eq!(run(body.chunk()).unwrap().unwrap(), "cd");
+        assert!(run(body.chunk()).is_none());
+        assert_eq!(run(body.trailers()).unwrap(), sent);
+        // What is unread is skipped.
+        let unread = Body::from_chunks(chunks(&["ab"]), None).with_trailers(sent.clone());
+        assert_eq!(run(unread.trailers()).unwrap(), sent);
+        // None sent: empty.
+        let none = Body::from_chunks(chunks(&["ab"]), None);
+        assert!(run(none.trailers()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_body_that_failed_has_no_trailers() {
+        let failing = || {
+            Body::from_chunks(
+                vec![
+                    Ok(Bytes::from_static(b"x")),
+                    Err(Error::new(ErrorKind::Io, "reset")),
+                ],
+                None,
+            )
+            .with_trailers(HeaderMap::new())
+        };
+        // Failing while the rest is skipped...
+        assert_eq!(run(failing().trailers()).unwrap_err().kind(), ErrorKind::Io);
+        // ...or before, while read.
+        let mut body = failing();
+        run(body.chunk());
+        assert!(run(body.chunk()).unwrap().is_err());
+        let err = run(body.trailers()).unwrap_err();
+        assert_eq!(err.to_string(), "request body failed before its trailers");
     }
 
     #[test]
