@@ -20,17 +20,20 @@
 //!   the client must see the body cut off, never ended.
 //! - `…/count`: `200 served K\n`, K being the requests this instance has seen
 //!   (state kept between requests of one instance).
+//! - `…/trailers`: reads the body to its end and answers `200` with its length and
+//!   the trailers the client sent after it: `body: N bytes\n`, then `name: value\n`
+//!   for each, in order (as `echo`'s `/trailers`).
 //! - anything else: `200` with this list.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasip3::clocks::monotonic_clock::{now, wait_for};
 use wasip3::http::types::{ErrorCode, Fields, Request, Response};
-use wasip3::wit_bindgen::StreamResult;
+use wasip3::wit_bindgen::{FutureReader, StreamResult};
 use wasip3::{wit_future, wit_stream};
 
 const USAGE: &str = "p3-probe: try /stream, /barrier?n=N, /sleep?ms=N, /spin?ms=N, /drip?ms=N, /trap, \
-     /trap-mid-body, /count\n";
+     /trap-mid-body, /count, /trailers\n";
 const MILLISECOND: u64 = 1_000_000;
 
 /// Requests this instance has seen, and those that reached `/barrier`.
@@ -112,6 +115,14 @@ impl wasip3::exports::http::handler::Guest for Probe {
                 Ok(response)
             }
             "count" => Ok(text(200, &format!("served {seen}\n"))),
+            "trailers" => {
+                let (len, trailers) = drain(request).await;
+                let mut report = format!("body: {len} bytes\n");
+                for (name, value) in trailers.await?.map(|t| t.copy_all()).unwrap_or_default() {
+                    report += &format!("{name}: {}\n", String::from_utf8_lossy(&value));
+                }
+                Ok(text(200, &report))
+            }
             _ => Ok(text(200, USAGE)),
         }
     }
@@ -119,17 +130,23 @@ impl wasip3::exports::http::handler::Guest for Probe {
 
 wasip3::http::service::export!(Probe);
 
-/// Reads `request`'s body to its end, discarding it.
-async fn drain(request: Request) {
+/// The trailers that follow a request's body, once it is read to its end.
+type Trailers = FutureReader<Result<Option<Fields>, ErrorCode>>;
+
+/// Reads `request`'s body to its end, discarding it: its length, and its trailers.
+async fn drain(request: Request) -> (usize, Trailers) {
     let (read_result_tx, read_result_rx) = wit_future::new(|| Ok(()));
-    let (mut body, _trailers) = Request::consume_body(request, read_result_rx);
+    let (mut body, trailers) = Request::consume_body(request, read_result_rx);
+    let mut len = 0;
     loop {
-        let (status, _) = body.read(Vec::with_capacity(16 * 1024)).await;
+        let (status, chunk) = body.read(Vec::with_capacity(16 * 1024)).await;
         if !matches!(status, StreamResult::Complete(_)) {
             break;
         }
+        len += chunk.len();
     }
     drop(read_result_tx);
+    (len, trailers)
 }
 
 fn text(status: u16, body: &str) -> Response {

@@ -178,6 +178,26 @@ fn with_fields<'a>(
     }
 }
 
+/// Request trailers as the host bridge takes them. The cores pass only fields `http` can
+/// carry (token names, values without control characters: `wedge_proto`'s trailer
+/// rules), within their header list limit; more fields than a `HeaderMap` holds (only
+/// with a limit raised past a MiB) are not handed on.
+pub(in crate::net) fn trailer_map(head: &impl RequestHeadView) -> http::HeaderMap {
+    let mut map = http::HeaderMap::new();
+    for (name, value) in head.fields() {
+        let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(name),
+            http::HeaderValue::from_bytes(value),
+        ) else {
+            continue;
+        };
+        if map.try_append(name, value).is_err() {
+            break;
+        }
+    }
+    map
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

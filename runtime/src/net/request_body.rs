@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
+use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
 /// Counters a connection keeps; tests read them to assert on memory, not on time.
@@ -80,6 +81,8 @@ struct State {
     /// Small chunks, copied and coalesced; they come after everything in `chunks`.
     tail: BytesMut,
     ended: bool,
+    /// The request's trailers, handed out after the last chunk once the body ended.
+    trailers: Option<HeaderMap>,
     gone: Option<BodyGone>,
     /// Read by the handler, not yet reported to the connection.
     consumed: usize,
@@ -109,11 +112,12 @@ impl State {
         self.chunks.iter().map(Bytes::len).sum::<usize>() + self.tail.len()
     }
 
-    /// Drops everything buffered; the octets dropped.
+    /// Drops everything buffered, trailers too; the octets dropped.
     fn drain(&mut self) -> usize {
         let dropped = self.waiting();
         self.chunks.clear();
         self.tail.clear();
+        self.trailers = None;
         dropped
     }
 
@@ -167,6 +171,12 @@ impl Inbox {
         if let Some(reader) = state.reader.take() {
             reader.wake();
         }
+    }
+
+    /// The request's trailers arrived (validated and bounded by the connection's header
+    /// list limit); the handler gets them after the last chunk, once the body ended.
+    pub(in crate::net) fn trailers(&self, trailers: HeaderMap) {
+        self.lock().trailers = Some(trailers);
     }
 
     /// The body will not complete; unread octets are dropped.
@@ -342,7 +352,7 @@ impl Body for RequestBody {
             return Poll::Ready(Some(Err(gone)));
         }
         if state.ended {
-            return Poll::Ready(None);
+            return Poll::Ready(state.trailers.take().map(|t| Ok(Frame::trailers(t))));
         }
         if !state
             .reader
@@ -359,7 +369,7 @@ impl Body for RequestBody {
             None => true,
             Some(inbox) => {
                 let state = inbox.lock();
-                state.ended && state.is_empty()
+                state.ended && state.is_empty() && state.trailers.is_none()
             }
         }
     }
@@ -398,6 +408,55 @@ mod tests {
             pool.free.is_empty(),
             "an inbox with a grown chunk queue is dropped"
         );
+    }
+
+    /// The next frame of `body`, which must be ready.
+    fn next_frame(body: &mut RequestBody) -> Option<Result<Frame<Bytes>, BodyGone>> {
+        match Pin::new(body).poll_frame(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(frame) => frame,
+            Poll::Pending => panic!("no frame ready"),
+        }
+    }
+
+    #[test]
+    fn trailers_come_after_the_last_chunk_once_the_body_ended() {
+        let inbox = Inbox::new(Arc::new(ConnStats::default()));
+        let mut body = RequestBody::new(inbox.clone());
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-checksum", "abc".parse().unwrap());
+        inbox.push(Bytes::from_static(b"data"), false);
+        inbox.trailers(trailers.clone());
+        assert_eq!(
+            next_frame(&mut body).unwrap().unwrap().into_data().unwrap(),
+            "data"
+        );
+        // Held until the body's end is known (HTTP/3's FIN follows its trailers).
+        assert!(
+            Pin::new(&mut body)
+                .poll_frame(&mut Context::from_waker(Waker::noop()))
+                .is_pending()
+        );
+        inbox.push(Bytes::new(), true);
+        assert!(!body.is_end_stream(), "the trailers are still to come");
+        let frame = next_frame(&mut body).unwrap().unwrap();
+        assert_eq!(frame.into_trailers().unwrap(), trailers);
+        assert!(body.is_end_stream());
+        assert!(next_frame(&mut body).is_none());
+    }
+
+    #[test]
+    fn a_body_that_fails_hands_out_no_trailers() {
+        let inbox = Inbox::new(Arc::new(ConnStats::default()));
+        let mut body = RequestBody::new(inbox.clone());
+        inbox.trailers(HeaderMap::new());
+        inbox.fail(BodyGone::Reset);
+        assert_eq!(next_frame(&mut body).unwrap().unwrap_err(), BodyGone::Reset);
+        // A pooled inbox forgets them with the rest.
+        let inbox = Inbox::new(Arc::new(ConnStats::default()));
+        inbox.trailers(HeaderMap::new());
+        inbox.reset();
+        inbox.push(Bytes::new(), true);
+        assert!(next_frame(&mut RequestBody::new(inbox)).is_none());
     }
 
     #[test]

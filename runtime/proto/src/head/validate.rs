@@ -136,28 +136,20 @@ impl FieldSink for HeadSink<'_> {
     }
 }
 
-/// Checks trailers (RFC 9113 §8.1, RFC 9114 §4.1): regular fields only, under the same
-/// rules as a head's. Built to collect them into a head ([`TrailerSink::collect`], HTTP/3
-/// delivers trailers) or only to validate them ([`TrailerSink::validate_only`], the HTTP/2
-/// core does not deliver them).
+/// Checks trailers (RFC 9113 §8.1, RFC 9114 §4.1) and collects them into a head's field
+/// list: regular fields only, under the same rules as a head's, and values without
+/// control characters (RFC 9110 §5.5). A head with such a value is refused before its
+/// handler runs; trailers reach a handler that already runs, so only fields it can take
+/// pass.
 pub(crate) struct TrailerSink<'h> {
-    head: Option<&'h mut RequestHead>,
+    head: &'h mut RequestHead,
     malformed: bool,
 }
 
 impl<'h> TrailerSink<'h> {
-    /// Validates the trailers and pushes them onto `head`'s field list.
-    pub(crate) fn collect(head: &'h mut RequestHead) -> Self {
+    pub(crate) fn new(head: &'h mut RequestHead) -> Self {
         TrailerSink {
-            head: Some(head),
-            malformed: false,
-        }
-    }
-
-    /// Validates the trailers and keeps none of them.
-    pub(crate) fn validate_only() -> TrailerSink<'static> {
-        TrailerSink {
-            head: None,
+            head,
             malformed: false,
         }
     }
@@ -169,13 +161,11 @@ impl<'h> TrailerSink<'h> {
 
 impl FieldSink for TrailerSink<'_> {
     fn field(&mut self, name: &[u8], value: &[u8]) {
-        if self.malformed || !valid_regular(name, value) {
+        if self.malformed || !valid_regular(name, value) || has_control(value) {
             self.malformed = true;
             return;
         }
-        if let Some(head) = self.head.as_deref_mut() {
-            head.push_field(name, value);
-        }
+        self.head.push_field(name, value);
     }
 }
 
@@ -212,6 +202,11 @@ fn valid_value(value: &[u8]) -> bool {
     !value.iter().any(|&c| matches!(c, 0 | b'\r' | b'\n'))
         && !edge_ws(value.first())
         && !edge_ws(value.last())
+}
+
+/// A control character other than HTAB (RFC 9110 §5.5: not in a field value).
+fn has_control(value: &[u8]) -> bool {
+    value.iter().any(|&c| (c < 0x20 && c != b'\t') || c == 0x7f)
 }
 
 /// Fields that only mean something to one HTTP/1.1 connection.
@@ -452,32 +447,32 @@ mod tests {
     #[test]
     fn trailers_take_regular_fields_only() {
         let mut head = RequestHead::default();
-        let mut sink = TrailerSink::collect(&mut head);
+        let mut sink = TrailerSink::new(&mut head);
         sink.field(b"x-checksum", b"abc");
+        sink.field(b"x-note", b"tab\there, obs-text \xe9");
         assert!(sink.finish());
-        assert_eq!(head.fields().len(), 1, "collected");
+        let collected: Vec<_> = head.fields().collect();
+        assert_eq!(
+            collected,
+            [
+                (&b"x-checksum"[..], &b"abc"[..]),
+                (b"x-note", b"tab\there, obs-text \xe9")
+            ]
+        );
 
-        let mut sink = TrailerSink::validate_only();
-        sink.field(b"x-checksum", b"abc");
-        assert!(sink.finish());
-
-        for (collect, p) in [(false, "validate_only (h2)"), (true, "collect (h3)")] {
-            for (name, value) in [
-                (":path", "/"),
-                ("X-Upper", "v"),
-                ("x", "a\r\nb"),
-                ("connection", "close"),
-                ("te", "gzip"),
-            ] {
-                let mut head = RequestHead::default();
-                let mut sink = if collect {
-                    TrailerSink::collect(&mut head)
-                } else {
-                    TrailerSink::validate_only()
-                };
-                sink.field(name.as_bytes(), value.as_bytes());
-                assert!(!sink.finish(), "{p}: {name}: {value:?}");
-            }
+        for (name, value) in [
+            (":path", "/"),
+            ("X-Upper", "v"),
+            ("x", "a\r\nb"),
+            ("x", "a\x01b"),
+            ("x", "a\x7fb"),
+            ("connection", "close"),
+            ("te", "gzip"),
+        ] {
+            let mut head = RequestHead::default();
+            let mut sink = TrailerSink::new(&mut head);
+            sink.field(name.as_bytes(), value.as_bytes());
+            assert!(!sink.finish(), "{name}: {value:?}");
         }
     }
 }

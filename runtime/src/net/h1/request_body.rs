@@ -147,8 +147,14 @@ async fn pump(
             }
             Some(Ok(frame)) => match frame.into_data() {
                 Ok(data) => data,
-                // Trailers: validated by hyper, not yet handed to guests.
-                Err(_) => continue,
+                // Trailers, parsed and bounded by hyper (16 KiB, 100 fields); the body's
+                // end comes next.
+                Err(frame) => {
+                    if let Ok(trailers) = frame.into_trailers() {
+                        inbox.trailers(trailers);
+                    }
+                    continue;
+                }
             },
         };
         let within = crate::sync::lock(&budget).frame(data.len());

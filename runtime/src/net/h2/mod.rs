@@ -25,6 +25,7 @@ use tokio::time::{Instant, Sleep};
 use wedge_proto::h2::conn::{Connection, Event};
 use wedge_proto::h2::{ErrorCode, StreamId};
 
+use crate::net::handler::trailer_map;
 pub use crate::net::handler::{AppHandler, Handler, ResponseStream};
 pub use crate::net::request_body::{BodyGone, ConnStats, RequestBody};
 pub use config::H2Config;
@@ -362,16 +363,17 @@ where
                     range,
                     end_stream,
                 } => {
-                    let inbox = self
-                        .slots
-                        .iter()
-                        .find(|s| s.id == stream)
-                        .and_then(|s| s.inbox.as_ref());
-                    match (inbox, &read) {
+                    match (self.inbox(stream), &read) {
                         (Some(inbox), Some(read)) => inbox.push(read.slice(range), end_stream),
                         // Nobody will read it: give the credit back now.
                         _ => self.conn.release(stream, range.len(), self.queue.stage()),
                     }
+                }
+                Event::Trailers { stream, trailers } => {
+                    if let Some(inbox) = self.inbox(stream) {
+                        inbox.trailers(trailer_map(&trailers));
+                    }
+                    self.conn.give_back(trailers);
                 }
                 Event::Reset { stream, .. } => {
                     if let Some(i) = self.slots.iter().position(|s| s.id == stream) {
@@ -382,6 +384,14 @@ where
             }
         }
         self.events = events;
+    }
+
+    /// The body inbox of `stream`, if it still has a handler that reads one.
+    fn inbox(&self, stream: StreamId) -> Option<&Arc<Inbox>> {
+        self.slots
+            .iter()
+            .find(|s| s.id == stream)
+            .and_then(|s| s.inbox.as_ref())
     }
 
     /// Polls every stream once; `true` if any staged something or finished.

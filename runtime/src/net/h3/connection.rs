@@ -27,7 +27,7 @@ use super::H3Config;
 use super::own_stream::{ClosedCritical, OwnStream};
 use super::quic_code;
 use super::response::{Outgoing, Sent};
-use crate::net::handler::Handler;
+use crate::net::handler::{Handler, trailer_map};
 use crate::net::request_body::{BodyGone, ConnStats, Inbox, InboxPool, RequestBody};
 
 /// Read at most this much per read call.
@@ -526,9 +526,12 @@ impl<H: Handler<RequestHead>> Driver<H> {
                         inbox.push(input.slice(range), false);
                     }
                 }
-                // The host bridge takes no request trailers (as with HTTP/2).
+                // Handed out once `End` ends the body.
                 Event::Trailers { stream, trailers } => {
                     self.unblock(stream);
+                    if let Some(inbox) = self.request(stream).and_then(|s| s.inbox.as_ref()) {
+                        inbox.trailers(trailer_map(&trailers));
+                    }
                     self.core.give_back(trailers);
                 }
                 Event::End { stream } => {

@@ -1,8 +1,8 @@
 //! The server side of one HTTP/2 connection (RFC 9113), sans IO: octets from the peer go
 //! in through [`Connection::recv`], which appends the frames owed to the peer to an output
-//! buffer and reports requests, body octets and resets as [`Event`]s. Responses go out
-//! through [`Connection::send_head`] and [`Connection::send_data`], which spend flow
-//! credit. Nothing here reads a clock or a socket.
+//! buffer and reports requests, body octets, trailers and resets as [`Event`]s. Responses
+//! go out through [`Connection::send_head`] and [`Connection::send_data`], which spend
+//! flow credit. Nothing here reads a clock or a socket.
 
 mod budget;
 mod config;
@@ -47,6 +47,12 @@ pub enum Event {
         stream: StreamId,
         range: Range<usize>,
         end_stream: bool,
+    },
+    /// The request's trailers (fields only); an [`Event::Data`] ending the body follows.
+    /// Give them back like a head.
+    Trailers {
+        stream: StreamId,
+        trailers: RequestHead,
     },
     /// The stream is gone: the peer reset it, or we did because of its frames.
     Reset { stream: StreamId, code: ErrorCode },
@@ -491,18 +497,29 @@ impl Connection {
                 }
             }
             BlockUse::Trailers => {
-                let mut sink = TrailerSink::validate_only();
-                self.decode(fragment, &mut sink)?;
-                if !sink.finish() {
-                    return self.stream_error(id, ErrorCode::ProtocolError, out, events);
-                }
+                let mut trailers = self.pool.rent();
+                let mut sink = TrailerSink::new(&mut trailers);
+                let fits = self.decode(fragment, &mut sink)?;
+                let valid = sink.finish();
                 let length_ok = self
                     .streams
                     .get(id)
                     .is_some_and(|s| s.content_length.is_none_or(|len| len == s.received));
-                if !length_ok {
-                    return self.stream_error(id, ErrorCode::ProtocolError, out, events);
+                // Trailers reach a handler already running: past the header list limit
+                // they cannot be answered 431, and are not handed on cut short.
+                let refused = match (fits, valid && length_ok) {
+                    (false, _) => Some(ErrorCode::EnhanceYourCalm),
+                    (true, false) => Some(ErrorCode::ProtocolError),
+                    (true, true) => None,
+                };
+                if let Some(code) = refused {
+                    self.pool.give_back(trailers);
+                    return self.stream_error(id, code, out, events);
                 }
+                events.push(Event::Trailers {
+                    stream: id,
+                    trailers,
+                });
                 events.push(Event::Data {
                     stream: id,
                     range: 0..0,

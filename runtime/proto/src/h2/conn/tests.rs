@@ -232,7 +232,7 @@ fn a_request_fed_one_octet_at_a_time_decodes_whole() {
             match event {
                 Event::Data { range, .. } => body.extend_from_slice(&input[range]),
                 Event::Request { head, .. } => heads.push(head),
-                Event::Reset { .. } => panic!(),
+                Event::Trailers { .. } | Event::Reset { .. } => panic!(),
             }
         }
         peer.pending = input[used..].to_vec();
@@ -963,21 +963,80 @@ fn the_stream_window_reopens_only_as_the_handler_reads() {
 }
 
 #[test]
-fn trailers_end_the_body() {
+fn trailers_are_handed_on_and_end_the_body() {
     let mut peer = Peer::new();
     peer.post(1, &[]);
     peer.send(&wire(DATA, 0, 1, b"abc"));
-    let block = peer.block(&[("x-checksum", "1")]);
+    let block = peer.block(&[("x-checksum", "1"), ("x-note", "a\tb")]);
     peer.send(&wire(HEADERS, EH | ES, 1, &block));
-    let ends: Vec<_> = peer
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Data { end_stream, .. } => Some(*end_stream),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(ends, [false, true]);
+    let mut seen = Vec::new();
+    for event in peer.events.drain(..) {
+        match event {
+            Event::Request { .. } => seen.push("request".to_owned()),
+            Event::Data { end_stream, .. } => seen.push(format!("data end={end_stream}")),
+            Event::Trailers { stream, trailers } => {
+                let fields: Vec<_> = trailers
+                    .fields()
+                    .map(|(n, v)| format!("{}: {}", n.escape_ascii(), v.escape_ascii()))
+                    .collect();
+                seen.push(format!("trailers {} {}", stream.get(), fields.join(", ")));
+                peer.conn.give_back(trailers);
+            }
+            Event::Reset { .. } => seen.push("reset".to_owned()),
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            "request",
+            "data end=false",
+            "trailers 1 x-checksum: 1, x-note: a\\tb",
+            "data end=true"
+        ]
+    );
+    // The stream's receiving side is closed: a frame after the trailers is STREAM_CLOSED.
+    peer.send(&wire(DATA, 0, 1, b"x"));
+    assert_eq!(peer.expect_reset(), (1, ErrorCode::StreamClosed));
+}
+
+#[test]
+fn trailers_past_the_header_list_limit_reset_the_stream_enhance_your_calm() {
+    let mut peer = Peer::with(ConnConfig {
+        max_header_list_size: 150,
+        ..ConnConfig::default()
+    });
+    peer.post(1, &[]);
+    // Each field costs its octets plus 32 (RFC 7541 §4.1): the head 126, one trailer
+    // of 95 fits, two do not.
+    let value = "v".repeat(60);
+    let block = peer.block(&[("x-a", &value), ("x-b", &value)]);
+    peer.send(&wire(HEADERS, EH | ES, 1, &block));
+    assert_eq!(peer.expect_reset(), (1, ErrorCode::EnhanceYourCalm));
+    assert!(
+        !peer
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Trailers { .. })),
+        "no trailers cut short are handed on"
+    );
+    // Within it, they are.
+    peer.post(3, &[]);
+    let block = peer.block(&[("x-a", &value)]);
+    peer.send(&wire(HEADERS, EH | ES, 3, &block));
+    assert!(
+        peer.events
+            .iter()
+            .any(|e| matches!(e, Event::Trailers { stream, .. } if stream.get() == 3))
+    );
+}
+
+#[test]
+fn a_trailer_value_with_a_control_character_is_a_protocol_error() {
+    let mut peer = Peer::new();
+    peer.post(1, &[]);
+    let block = peer.block(&[("x-a", "a\x01b")]);
+    peer.send(&wire(HEADERS, EH | ES, 1, &block));
+    assert_eq!(peer.expect_reset(), (1, ErrorCode::ProtocolError));
 }
 
 #[test]

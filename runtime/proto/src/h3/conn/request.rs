@@ -263,7 +263,7 @@ fn decode_section(
         let decoded = decoder.decode(id, section, &mut sink);
         (decoded, sink.finish())
     } else {
-        let mut sink = TrailerSink::collect(&mut head);
+        let mut sink = TrailerSink::new(&mut head);
         let decoded = decoder.decode(id, section, &mut sink);
         (decoded, sink.finish())
     };

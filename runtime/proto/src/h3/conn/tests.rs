@@ -599,6 +599,27 @@ fn malformed_requests_are_message_errors_and_never_passed_on() {
 }
 
 #[test]
+fn malformed_trailers_are_message_errors_and_never_passed_on() {
+    for trailer in [
+        (":path", "/"),
+        ("X-Upper", "1"),
+        ("connection", "close"),
+        ("te", "gzip"),
+        ("x-ctl", "a\x01b"),
+    ] {
+        let mut c = Client::ready();
+        let mut wire = headers(&GET);
+        wire.extend_from_slice(&headers(&[trailer]));
+        assert_eq!(c.send(0, &wire, true), Ok(()));
+        assert_eq!(
+            c.seen[1..],
+            ["stream error 0 H3_MESSAGE_ERROR"],
+            "{trailer:?}"
+        );
+    }
+}
+
+#[test]
 fn a_body_unlike_its_content_length_is_a_message_error() {
     let post = |len: &'static str| {
         headers(&[
