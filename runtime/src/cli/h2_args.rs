@@ -25,7 +25,8 @@ engine_flags! {
         h2_max_frame_size: u32 => core.max_frame_size,
             parser = clap::value_parser!(u32).range(16_384..=16_777_215);
 
-        /// Largest request header list in octets; larger requests are answered 431.
+        /// Largest request header list in octets; larger requests are answered 431,
+        /// larger request trailers reset the stream (ENHANCE_YOUR_CALM).
         h2_max_header_list_size: u32 => core.max_header_list_size;
 
         /// CONTINUATION frames one header block may use (CONTINUATION flood).

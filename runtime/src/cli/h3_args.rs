@@ -50,8 +50,9 @@ engine_flags! {
         /// connection receive window).
         h3_connection_receive_window: u32 => connection_receive_window;
 
-        /// Largest request head in octets (SETTINGS_MAX_FIELD_SECTION_SIZE); larger
-        /// requests are answered 431.
+        /// Largest request head or trailers in octets (SETTINGS_MAX_FIELD_SECTION_SIZE);
+        /// larger requests are answered 431, larger trailers reset the stream
+        /// (H3_EXCESSIVE_LOAD).
         h3_max_field_section_size: u64 => core.max_field_section_size,
             parser = clap::value_parser!(u64).range(1..=MAX_SECTION_OR_TABLE);
 

@@ -16,7 +16,8 @@ pub struct ConnConfig {
     pub connection_window_size: u32,
     /// SETTINGS_MAX_FRAME_SIZE we accept.
     pub max_frame_size: u32,
-    /// SETTINGS_MAX_HEADER_LIST_SIZE: larger header lists are answered 431.
+    /// SETTINGS_MAX_HEADER_LIST_SIZE: larger request heads are answered 431, larger
+    /// trailers reset their stream (ENHANCE_YOUR_CALM).
     pub max_header_list_size: u32,
     /// CONTINUATION frames one field block may use (CONTINUATION flood).
     pub max_continuation_frames: u32,
