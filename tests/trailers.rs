@@ -156,9 +156,21 @@ fn a_malformed_or_oversized_http1_trailer_section_fails_the_body() {
     let server = start("echo", &[]);
     let big = format!("x-big: {}", "v".repeat(16 * 1024));
     // A pseudo-header is no field name in HTTP/1.1, and hyper takes 16 KiB of
-    // trailers at most: it refuses the section, and the guest's read of its body
-    // fails (`echo` answers that with a 500), never seeing a field of it.
-    for section in [":path: /x", big.as_str()] {
+    // trailers at most: it refuses the section. Connection-specific fields hyper
+    // lets through, and wedge refuses them as HTTP/2 and HTTP/3 do (attack review).
+    // Either way the guest's read of its body fails (`echo` answers that with a
+    // 500), never seeing a field of the section.
+    let refused = [
+        ":path: /x",
+        big.as_str(),
+        "connection: close",
+        "keep-alive: 5",
+        "proxy-connection: x",
+        "transfer-encoding: chunked",
+        "upgrade: h2c",
+        "te: gzip",
+    ];
+    for section in refused {
         let mut tcp = std::net::TcpStream::connect(server.server.authority()).unwrap();
         // A bound, not a synchronisation: the answer closes the connection.
         tcp.set_read_timeout(Some(std::time::Duration::from_secs(60)))
@@ -171,7 +183,8 @@ fn a_malformed_or_oversized_http1_trailer_section_fails_the_body() {
         let mut answer = String::new();
         tcp.read_to_string(&mut answer).unwrap();
         assert!(answer.starts_with("HTTP/1.1 500 "), "{answer}");
-        assert!(!answer.contains(&section[..5]), "{answer}");
+        let (_, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(!body.contains(section), "{answer}");
     }
 }
 

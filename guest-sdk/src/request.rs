@@ -742,8 +742,16 @@ fn build_uri(
 }
 
 pub(crate) fn headers_from_entries(entries: Vec<(String, Vec<u8>)>) -> Result<HeaderMap, Error> {
-    let mut map = HeaderMap::with_capacity(entries.len());
-    for (name, value) in entries {
+    // A `HeaderMap` holds at most 24,576 fields; a host with its limits raised can
+    // send more, which is the request's fault, not a reason to trap.
+    let too_many = || {
+        Error::new(
+            ErrorKind::BadRequest,
+            format_args!("{} header fields are more than a HeaderMap holds", entries.len()),
+        )
+    };
+    let mut map = HeaderMap::try_with_capacity(entries.len()).map_err(|_| too_many())?;
+    for (name, value) in &entries {
         let bad = |what| {
             Error::new(
                 ErrorKind::BadRequest,
@@ -751,8 +759,8 @@ pub(crate) fn headers_from_entries(entries: Vec<(String, Vec<u8>)>) -> Result<He
             )
         };
         let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("name"))?;
-        let value = HeaderValue::from_bytes(&value).map_err(|_| bad("value"))?;
-        map.append(header, value);
+        let value = HeaderValue::from_bytes(value).map_err(|_| bad("value"))?;
+        map.try_append(header, value).map_err(|_| too_many())?;
     }
     Ok(map)
 }
@@ -1007,5 +1015,21 @@ pub(crate) mod tests {
         let h = headers_from_entries(vec![("content-length".into(), b"x".to_vec())]).unwrap();
         assert_eq!(content_length(&h), None);
         assert_eq!(content_length(&HeaderMap::new()), None);
+    }
+
+    /// Attack review of trailers: more fields than a `HeaderMap` holds (a host with its
+    /// header limits raised) are the request's error, not a trap of the guest.
+    #[test]
+    fn more_fields_than_a_header_map_holds_are_an_error_not_a_panic() {
+        let repeated = vec![("x-a".to_string(), b"1".to_vec()); 30_000];
+        let distinct = (0..30_000)
+            .map(|i| (format!("x-{i}"), b"1".to_vec()))
+            .collect();
+        for entries in [repeated, distinct] {
+            let err = headers_from_entries(entries).unwrap_err();
+            assert!(err.to_string().contains("more than a HeaderMap holds"), "{err}");
+        }
+        let fine = vec![("x-a".to_string(), b"1".to_vec()); 1_000];
+        assert_eq!(headers_from_entries(fine).unwrap().len(), 1_000);
     }
 }

@@ -7,6 +7,8 @@ use core::ops::Range;
 
 pub(crate) mod validate;
 
+pub use validate::is_valid_trailer;
+
 /// At most this many heads wait in a connection's pool.
 pub const MAX_POOLED: usize = 32;
 /// A head whose header list grew past this many fields is not kept (a peer's thousands of

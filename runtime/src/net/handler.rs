@@ -180,22 +180,17 @@ fn with_fields<'a>(
 
 /// Request trailers as the host bridge takes them. The cores pass only fields `http` can
 /// carry (token names, values without control characters: `wedge_proto`'s trailer
-/// rules), within their header list limit; more fields than a `HeaderMap` holds (only
-/// with a limit raised past a MiB) are not handed on.
-pub(in crate::net) fn trailer_map(head: &impl RequestHeadView) -> http::HeaderMap {
+/// rules), within their header list limit. `None` when there are more fields than a
+/// `HeaderMap` holds (only with a limit raised past ~790 KiB): the caller fails the body
+/// rather than hand the guest trailers cut short.
+pub(in crate::net) fn trailer_map(head: &impl RequestHeadView) -> Option<http::HeaderMap> {
     let mut map = http::HeaderMap::new();
     for (name, value) in head.fields() {
-        let (Ok(name), Ok(value)) = (
-            http::HeaderName::from_bytes(name),
-            http::HeaderValue::from_bytes(value),
-        ) else {
-            continue;
-        };
-        if map.try_append(name, value).is_err() {
-            break;
-        }
+        let name = http::HeaderName::from_bytes(name).ok()?;
+        let value = http::HeaderValue::from_bytes(value).ok()?;
+        map.try_append(name, value).ok()?;
     }
-    map
+    Some(map)
 }
 
 #[cfg(test)]
@@ -206,6 +201,37 @@ mod tests {
         let fields = pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
         let request = with_fields(Request::builder(), fields).body(()).unwrap();
         request.headers().clone()
+    }
+
+    struct Trailers(Vec<(Vec<u8>, Vec<u8>)>);
+
+    impl RequestHeadView for Trailers {
+        fn method(&self) -> &[u8] {
+            b""
+        }
+        fn scheme(&self) -> &[u8] {
+            b""
+        }
+        fn authority(&self) -> Option<&[u8]> {
+            None
+        }
+        fn path(&self) -> &[u8] {
+            b""
+        }
+        fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+            self.0.iter().map(|(n, v)| (&n[..], &v[..]))
+        }
+    }
+
+    /// Attack review of trailers: with the header list limit raised past ~790 KiB,
+    /// 40,000 distinct trailer names were handed on cut short at 24,576; now they are
+    /// not handed on at all (the caller fails the body).
+    #[test]
+    fn trailers_a_header_map_cannot_hold_are_not_handed_on_cut_short() {
+        let many = (0..40_000).map(|i| (format!("x-{i}").into_bytes(), b"1".to_vec()));
+        assert!(trailer_map(&Trailers(many.collect())).is_none());
+        let few = Trailers(vec![(b"x-a".to_vec(), b"1".to_vec()); 3]);
+        assert_eq!(trailer_map(&few).unwrap().get_all("x-a").iter().count(), 3);
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub enum BodyGone {
     PeerGone,
     /// The client reset the stream.
     Reset,
+    /// The client sent trailers a guest may not be handed (HTTP/1.1's, which hyper
+    /// does not judge; more fields than the host bridge holds).
+    Malformed,
 }
 
 impl std::fmt::Display for BodyGone {
@@ -55,6 +58,7 @@ impl std::fmt::Display for BodyGone {
         f.write_str(match self {
             BodyGone::PeerGone => "the peer is gone",
             BodyGone::Reset => "the client reset the stream",
+            BodyGone::Malformed => "the client sent malformed trailers",
         })
     }
 }
@@ -175,8 +179,12 @@ impl Inbox {
 
     /// The request's trailers arrived (validated and bounded by the connection's header
     /// list limit); the handler gets them after the last chunk, once the body ended.
-    pub(in crate::net) fn trailers(&self, trailers: HeaderMap) {
-        self.lock().trailers = Some(trailers);
+    /// `None`: trailers the handler may not be handed, which fail the body.
+    pub(in crate::net) fn trailers(&self, trailers: Option<HeaderMap>) {
+        match trailers {
+            Some(trailers) => self.lock().trailers = Some(trailers),
+            None => self.fail(BodyGone::Malformed),
+        }
     }
 
     /// The body will not complete; unread octets are dropped.
@@ -425,7 +433,7 @@ mod tests {
         let mut trailers = HeaderMap::new();
         trailers.insert("x-checksum", "abc".parse().unwrap());
         inbox.push(Bytes::from_static(b"data"), false);
-        inbox.trailers(trailers.clone());
+        inbox.trailers(Some(trailers.clone()));
         assert_eq!(
             next_frame(&mut body).unwrap().unwrap().into_data().unwrap(),
             "data"
@@ -448,12 +456,12 @@ mod tests {
     fn a_body_that_fails_hands_out_no_trailers() {
         let inbox = Inbox::new(Arc::new(ConnStats::default()));
         let mut body = RequestBody::new(inbox.clone());
-        inbox.trailers(HeaderMap::new());
+        inbox.trailers(Some(HeaderMap::new()));
         inbox.fail(BodyGone::Reset);
         assert_eq!(next_frame(&mut body).unwrap().unwrap_err(), BodyGone::Reset);
         // A pooled inbox forgets them with the rest.
         let inbox = Inbox::new(Arc::new(ConnStats::default()));
-        inbox.trailers(HeaderMap::new());
+        inbox.trailers(Some(HeaderMap::new()));
         inbox.reset();
         inbox.push(Bytes::new(), true);
         assert!(next_frame(&mut RequestBody::new(inbox)).is_none());

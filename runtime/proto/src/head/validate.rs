@@ -161,12 +161,20 @@ impl<'h> TrailerSink<'h> {
 
 impl FieldSink for TrailerSink<'_> {
     fn field(&mut self, name: &[u8], value: &[u8]) {
-        if self.malformed || !valid_regular(name, value) || has_control(value) {
+        if self.malformed || !is_valid_trailer(name, value) {
             self.malformed = true;
             return;
         }
         self.head.push_field(name, value);
     }
+}
+
+/// A field request trailers may carry: a regular field under a head's rules (RFC 9113
+/// §8.1, RFC 9114 §4.1: no pseudo-headers, nothing connection-specific) whose value has
+/// no control character (RFC 9110 §5.5). HTTP/1.1's driver applies it to the trailer
+/// section hyper parsed, so all three protocols take the same trailers.
+pub fn is_valid_trailer(name: &[u8], value: &[u8]) -> bool {
+    valid_regular(name, value) && !has_control(value)
 }
 
 /// Takes every field and keeps none: the block of a refused or reset stream must still be

@@ -147,11 +147,18 @@ async fn pump(
             }
             Some(Ok(frame)) => match frame.into_data() {
                 Ok(data) => data,
-                // Trailers, parsed and bounded by hyper (16 KiB, 100 fields); the body's
-                // end comes next.
+                // Trailers, parsed and bounded by hyper (16 KiB, 100 fields), judged by
+                // the rules HTTP/2 and HTTP/3 trailers meet (hyper lets connection-specific
+                // fields through); the body's end comes next.
                 Err(frame) => {
                     if let Ok(trailers) = frame.into_trailers() {
-                        inbox.trailers(trailers);
+                        let valid = trailers.iter().all(|(name, value)| {
+                            wedge_proto::head::is_valid_trailer(
+                                name.as_str().as_bytes(),
+                                value.as_bytes(),
+                            )
+                        });
+                        inbox.trailers(valid.then_some(trailers));
                     }
                     continue;
                 }
