@@ -331,6 +331,10 @@ fn help_groups_the_flags_by_purpose() {
             "--tls-key"
         ]
     );
+    assert_eq!(
+        flags_under(&dev, "Projects other toolchains build"),
+        ["--build", "--component", "--watch"]
+    );
     assert!(dev.iter().all(|(heading, _)| heading != "Admin API"));
 }
 

@@ -1,6 +1,7 @@
 //! `wedge dev`: builds a guest crate, serves it, rebuilds on every save and swaps the
 //! new version in; a broken build keeps the last good version (or shows its errors).
 
+mod dev_support;
 mod h3_support;
 mod support;
 
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Buf;
 
+use dev_support::{builds_stay, get, head_and_body, served_url, wait_for_body, wait_for_builds};
 use support::{Server, curl, example, new_crate, poll_until, sigint, sigterm, temp_dir};
 
 /// A handler answering `TEXT from PATH`.
@@ -31,20 +33,6 @@ wedge_sdk::export_handler!(handle);
 
 fn write_lib(dir: &Path, source: &str) {
     std::fs::write(dir.join("src/lib.rs"), source).unwrap();
-}
-
-fn get(url: &str) -> (String, String) {
-    let out = curl(&["--write-out", "\n%{http_code}", url]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, status) = text.rsplit_once('\n').unwrap_or((&text, ""));
-    (status.to_string(), body.to_string())
-}
-
-/// Polls until `url` answers `expected` (a reload may be building meanwhile).
-fn wait_for_body(url: &str, expected: &str) {
-    poll_until(&format!("{url} answering {expected:?}"), || {
-        (get(url) == ("200".to_string(), expected.to_string())).then_some(())
-    });
 }
 
 #[test]
@@ -73,39 +61,6 @@ fn a_save_reloads_a_broken_build_keeps_the_last_version_and_a_fix_reloads() {
     wait_for_body(&url, "Hi from /hi!\n");
 }
 
-/// Builds the log shows: `wedge: building` is printed once per cargo run.
-fn builds(log: &str) -> usize {
-    log.matches("wedge: building").count()
-}
-
-/// Watches the log for `window` and returns it, failing as soon as it shows another
-/// build than `expected`: the assertion is on the count; the window is how long
-/// nothing may happen, polled, not a wait for something.
-fn builds_stay(server: &Server, expected: usize, window: Duration) -> String {
-    let end = Instant::now() + window;
-    loop {
-        let log = server.log();
-        assert_eq!(builds(&log), expected, "builds in the log:\n{log}");
-        if Instant::now() > end {
-            return log;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Polls until the log shows `n` builds, the last one done: every build after the
-/// first logs its outcome (the first one's here succeeds).
-fn wait_for_builds(server: &Server, n: usize) -> String {
-    poll_until(&format!("{n} builds"), || {
-        let log = server.log();
-        let outcomes = ["reloaded `", "did not change", "failed to build"]
-            .iter()
-            .map(|outcome| log.matches(outcome).count())
-            .sum::<usize>();
-        (builds(&log) == n && outcomes == n - 1).then_some(log)
-    })
-}
-
 /// A handler answering the text of `text/greeting.txt`.
 const INCLUDED_GREETING: &str = r#"use wedge_sdk::{Request, Response};
 
@@ -126,7 +81,7 @@ fn idle_it_builds_once_and_each_save_that_changes_content_builds_once_more() {
     let server = Server::dev(&dir, &[]);
     let url = format!("{}/", server.url);
     assert_eq!(get(&url), ("200".into(), "Hello from /!\n".into()));
-    builds_stay(&server, 1, Duration::from_secs(10));
+    builds_stay(&|| server.log(), 1, Duration::from_secs(10));
 
     // Not changes: the same content saved, a touch, reads, editor scratch files.
     let lib = dir.join("src/lib.rs");
@@ -139,16 +94,16 @@ fn idle_it_builds_once_and_each_save_that_changes_content_builds_once_more() {
         std::fs::write(dir.join(scratch), "scratch").unwrap();
         std::fs::remove_file(dir.join(scratch)).unwrap();
     }
-    builds_stay(&server, 1, Duration::from_secs(3));
+    builds_stay(&|| server.log(), 1, Duration::from_secs(3));
 
     write_lib(&dir, &greeting("Howdy"));
     wait_for_body(&url, "Howdy from /!\n");
-    builds_stay(&server, 2, Duration::from_secs(3));
+    builds_stay(&|| server.log(), 2, Duration::from_secs(3));
 
     // A directory made after the start is watched: its file's edits rebuild.
     std::fs::create_dir(dir.join("text")).unwrap();
     std::fs::write(dir.join("text/greeting.txt"), "Hey\n").unwrap();
-    let log = wait_for_builds(&server, 3);
+    let log = wait_for_builds(&|| server.log(), 3);
     assert!(
         log.contains("text/greeting.txt changed: rebuilding"),
         "{log}"
@@ -157,12 +112,12 @@ fn idle_it_builds_once_and_each_save_that_changes_content_builds_once_more() {
     wait_for_body(&url, "Hey from /!\n");
     std::fs::write(dir.join("text/greeting.txt"), "Hi\n").unwrap();
     wait_for_body(&url, "Hi from /!\n");
-    builds_stay(&server, 5, Duration::from_secs(3));
+    builds_stay(&|| server.log(), 5, Duration::from_secs(3));
 
     // A broken save: one build, its errors printed once.
     write_lib(&dir, "this is not rust\n");
     server.wait_for_log("still serving the last version that built");
-    let log = builds_stay(&server, 6, Duration::from_secs(3));
+    let log = builds_stay(&|| server.log(), 6, Duration::from_secs(3));
     assert_eq!(log.matches("error: expected one of").count(), 1, "{log}");
 }
 
@@ -457,12 +412,7 @@ fn on_a_terminal_the_access_log_is_in_colour() {
     let dir = new_crate(&temp_dir("dev-tty"), "devtty");
     let terminal = OnTerminal::dev(&dir);
     let output = terminal.wait_for("wedge: serving");
-    let url = output
-        .split_whitespace()
-        .find(|word| word.starts_with("http://"))
-        .unwrap()
-        .trim_end_matches('/')
-        .to_string();
+    let url = served_url(&output);
     assert_eq!(get(&format!("{url}/styled")).0, "200");
     let output = terminal.wait_for("/styled");
     assert!(
@@ -489,14 +439,6 @@ async fn handle(req: Request) -> Response {{
 wedge_sdk::export_handler!(handle);
 "#
     )
-}
-
-/// curl's response head and body for `url`.
-fn head_and_body(url: &str) -> (String, String) {
-    let out = curl(&["--include", url]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    (head.to_ascii_lowercase(), body.to_string())
 }
 
 /// A server-sent event stream read by `curl --no-buffer`, line by line.

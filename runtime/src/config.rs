@@ -3,5 +3,5 @@
 
 pub use wedge_config::{
     AdminConfig, AppConfig, ComponentSource, Config, ConfigError, ConfigErrors, PemFiles,
-    TlsConfig, check_app_name, load, parse, parse_app,
+    TlsConfig, check_app_name, load, parse, parse_app, parse_dev,
 };

@@ -437,6 +437,17 @@ pub fn new_crate(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// A tool a test needs is missing (`what` says which, and how to install it): says
+/// so, and the test passes as skipped; unless the environment variable `require` is
+/// set (CI sets it), which makes it fail.
+pub fn missing_tool(what: &str, require: &str) {
+    assert!(
+        std::env::var_os(require).is_none(),
+        "{require} is set but {what}"
+    );
+    eprintln!("skipped: {what}");
+}
+
 /// Polls `probe` until it returns `Some` (bounded: a build may be in between).
 pub fn poll_until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
     let deadline = std::time::Instant::now() + Duration::from_secs(300);

@@ -11,6 +11,7 @@
 //! (`runtime/proto/fuzz`, target `config`).
 
 pub mod admission;
+mod dev;
 mod errors;
 pub mod hex;
 mod ip_class;
@@ -28,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeTable;
 
+pub use dev::DevConfig;
 pub use errors::{ConfigError, ConfigErrors};
 use parse::{Files, Paths};
 use reader::Doc;
@@ -79,6 +81,17 @@ pub fn parse_app(
 ) -> Result<AppConfig, ConfigErrors> {
     checked(text, source.to_string(), |doc, root| {
         parse::deployed_app(doc, root, name, uploaded)
+    })
+}
+
+/// The `[dev]` table of the `wedge.toml` in `text` (`None` without one), for
+/// `wedge dev`; the file's other keys are `wedge serve`'s and not read here.
+/// `path` names the file in messages and its directory resolves relative paths.
+pub fn parse_dev(text: &str, path: &Path) -> Result<Option<DevConfig>, ConfigErrors> {
+    let base = path.parent().unwrap_or(Path::new(""));
+    checked(text, path.display().to_string(), |doc, root| {
+        let mut root = reader::Table::new(String::new(), 0..0, root);
+        root.take("dev").map(|field| dev::table(doc, &field, base))
     })
 }
 

@@ -46,6 +46,10 @@ pub(super) fn config(doc: &mut Doc, root: &DeTable, paths: &Paths) -> Config {
     let admin_tls_cert = root.take("admin_tls_cert");
     let admin_tls_key = root.take("admin_tls_key");
     let apps = root.take("app");
+    // `wedge dev`'s; checked here too, so that the file is checked as one.
+    if let Some(field) = root.take("dev") {
+        crate::dev::table(doc, &field, paths.base);
+    }
     root.finish(doc);
 
     if listen.is_none() && tls_listen.is_none() {

@@ -637,3 +637,56 @@ fn a_deployed_app_names_an_oci_reference_or_uploads_a_file() {
         "{malformed}"
     );
 }
+
+#[test]
+fn a_dev_table_names_a_build_command_its_component_and_what_to_watch() {
+    let path = Path::new("/src/app/wedge.toml");
+    let dev = |text: &str| parse_dev(text, path).unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(dev("listen = \"127.0.0.1:8080\"\n"), None, "no [dev]");
+    let full = dev(
+        "[dev]\nbuild = \"npm run build\"\ncomponent = \"dist/app.wasm\"\nwatch = [\"src\", \"/abs/lib\"]\n",
+    )
+    .unwrap();
+    assert_eq!(full.build.as_deref(), Some("npm run build"));
+    assert_eq!(
+        full.component,
+        Some(PathBuf::from("/src/app/dist/app.wasm"))
+    );
+    assert_eq!(
+        full.watch,
+        Some(vec![
+            PathBuf::from("/src/app/src"),
+            PathBuf::from("/abs/lib")
+        ])
+    );
+    // Keys left out may come from flags; the rest of the file is wedge serve's.
+    let partial = dev("[[app]]\nbogus = 1\n[dev]\nbuild = \"make\"\n").unwrap();
+    assert_eq!(partial.component, None);
+    assert_eq!(partial.watch, None);
+}
+
+#[test]
+fn a_bad_dev_table_is_reported_with_its_lines_by_wedge_dev_and_wedge_serve() {
+    let text = "[dev]\nbuild = \"\"\ncomponent = 3\nwatch = []\nwach = [\"src\"]\n";
+    let dev = parse_dev(text, Path::new("wedge.toml"))
+        .unwrap_err()
+        .to_string();
+    let expected = [
+        "wedge.toml:2: dev.build: must not be empty",
+        "wedge.toml:3: dev.component: must be a string (in quotes)",
+        "wedge.toml:4: dev.watch: must name at least one file or directory",
+        "wedge.toml:5: dev.wach: unknown key `wach`; known keys: build, component, watch",
+    ];
+    assert_eq!(dev.lines().collect::<Vec<_>>(), expected, "{dev}");
+    let serve = errors(&with_app("[dev]\nbuild = \"\"\n"));
+    assert!(
+        serve
+            .iter()
+            .any(|line| line.ends_with("dev.build: must not be empty")),
+        "{serve:?}"
+    );
+    // A good one is no problem for wedge serve.
+    parse_ok(&with_app(
+        "[dev]\nbuild = \"make\"\ncomponent = \"a.wasm\"\n",
+    ));
+}

@@ -34,7 +34,7 @@ impl std::fmt::Display for BuildFailed {
 impl std::error::Error for BuildFailed {}
 
 impl BuildFailed {
-    fn new(summary: String) -> Self {
+    pub(crate) fn new(summary: String) -> Self {
         BuildFailed {
             errors: summary.clone(),
             summary,
@@ -216,7 +216,7 @@ fn package_name(id: &str) -> Option<&str> {
 }
 
 /// `text` as shown on stderr: with its colours on a terminal, else without.
-fn shown(text: &str, colour: bool) -> std::borrow::Cow<'_, str> {
+pub(crate) fn shown(text: &str, colour: bool) -> std::borrow::Cow<'_, str> {
     if colour {
         text.into()
     } else {

@@ -48,8 +48,9 @@ enum Command {
     /// Serve a component (.wasm) or a guest crate directory (built with cargo).
     // Boxed: serve's many engine flags would make every `Command` that big.
     Serve(Box<serve::ServeArgs>),
-    /// Build a guest crate, serve it over HTTP/1.1, HTTP/2 and HTTP/3, and rebuild
-    /// and reload it whenever its sources change.
+    /// Build a guest crate (or, with a build command, another toolchain's project),
+    /// serve it over HTTP/1.1, HTTP/2 and HTTP/3, and rebuild and reload it whenever
+    /// its sources change.
     Dev(Box<dev::DevArgs>),
     /// Create a guest crate for a new handler.
     New(new::NewArgs),

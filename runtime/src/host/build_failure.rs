@@ -55,21 +55,27 @@ impl BuildFailure {
         format!("{:016x}", hasher.finish())
     }
 
-    /// The first error's headline (`error[E0425]: cannot find value …`) and the
-    /// first source location after it, for a one-line summary.
+    /// The first error's headline (`error[E0425]: cannot find value …`, or a JS
+    /// tool's `SyntaxError: …`) and the first source location after it (or, as
+    /// Node.js prints it, before it), for a one-line summary.
     pub fn headline(&self) -> (String, Option<String>) {
         let errors = self.plain_errors();
-        let mut lines = errors.lines().skip_while(|line| !line.starts_with("error"));
-        let headline = lines
-            .next()
-            .or_else(|| errors.lines().find(|line| !line.trim().is_empty()))
+        let lines: Vec<&str> = errors.lines().collect();
+        let at = lines.iter().position(|line| is_error(line));
+        let headline = at
+            .map(|at| lines[at])
+            .or_else(|| lines.iter().copied().find(|line| !line.trim().is_empty()))
             .unwrap_or("the build failed")
             .trim()
             .to_string();
-        let location = lines
-            .flat_map(str::split_whitespace)
-            .find_map(|word| ansi::location(word).map(|len| word[..len].to_string()));
-        (headline, location)
+        let (before, after) = lines.split_at(at.map_or(0, |at| at + 1));
+        let location = |lines: &[&str]| {
+            lines
+                .iter()
+                .flat_map(|line| line.split_whitespace())
+                .find_map(|word| ansi::location(word).map(|len| word[..len].to_string()))
+        };
+        (headline, location(after).or_else(|| location(before)))
     }
 
     /// The error page: the errors coloured as rustc coloured them, each file:line
@@ -84,6 +90,16 @@ impl BuildFailure {
         );
         page(&title, "failed", &body, &format!("failed {}", self.id()))
     }
+}
+
+/// Whether `line` heads an error: rustc's and cargo's `error…`, or an exception
+/// as JS tools print it (`SyntaxError: …`, `Error: …`).
+fn is_error(line: &str) -> bool {
+    let line = line.trim_start();
+    line.starts_with("error")
+        || line
+            .split_once(": ")
+            .is_some_and(|(name, _)| name.ends_with("Error") && !name.contains(char::is_whitespace))
 }
 
 /// The build page when the last build succeeded: it reloads itself, to show the
@@ -270,5 +286,29 @@ mod tests {
         };
         assert_eq!(other.headline(), ("cannot run cargo".to_string(), None));
         assert_ne!(failure().id(), other.id());
+    }
+
+    #[test]
+    fn a_js_tools_error_heads_and_its_location_may_come_first() {
+        // As `node --check` prints a syntax error.
+        let node = BuildFailure {
+            app: "app".into(),
+            errors: "\n> build\n/app/src/app.js:5\nthis is not js (\n     ^^\n\n\
+                     SyntaxError: Unexpected identifier 'is'\n    at wrapSafe (node:internal)\n"
+                .into(),
+        };
+        assert_eq!(
+            node.headline(),
+            (
+                "SyntaxError: Unexpected identifier 'is'".to_string(),
+                Some("/app/src/app.js:5".to_string())
+            )
+        );
+        // Lines that only mention an error are not one.
+        let note = BuildFailure {
+            app: "app".into(),
+            errors: "no errors: 0 files\nthe Error of it: x\n".into(),
+        };
+        assert_eq!(note.headline().0, "no errors: 0 files");
     }
 }

@@ -1,14 +1,19 @@
-//! `wedge dev [DIR]`: builds a guest crate, serves it on h1/h2c and TLS (h1/h2/h3),
-//! watches its sources and swaps in each successful rebuild.
+//! `wedge dev [DIR]`: builds a guest crate (or another toolchain's project), serves it
+//! on h1/h2c and TLS (h1/h2/h3), watches its sources and swaps in each successful
+//! rebuild.
 
+mod command_build;
+mod crate_tree;
+mod project;
 mod reload;
+mod tree;
 mod watch;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::Args;
 
 use super::addr::parse_host;
@@ -16,13 +21,34 @@ use super::host_args::{HostArgs, LISTENERS};
 use super::server::{self, Addresses, Started};
 use crate::host::{DevOverlay, Site, Tenant};
 use crate::net::AccessLog;
+use project::{BuildFlags, Project};
 use reload::Reloader;
+
+/// The help heading of the flags for projects other toolchains build.
+const OTHER_TOOLCHAINS: &str = "Projects other toolchains build";
 
 #[derive(Args)]
 pub struct DevArgs {
-    /// The guest crate to build, serve and watch.
+    /// The project to build, serve and watch: a guest crate, or another toolchain's
+    /// project (with --build and --component, or a [dev] table in its wedge.toml).
     #[arg(default_value = ".")]
     dir: PathBuf,
+
+    /// Build with this shell command, run in DIR, instead of cargo (e.g.
+    /// "npm run build"); needs --component.
+    #[arg(long, help_heading = OTHER_TOOLCHAINS, value_name = "COMMAND")]
+    build: Option<String>,
+
+    /// The component file the build command writes, relative to DIR (e.g.
+    /// dist/app.wasm).
+    #[arg(long, help_heading = OTHER_TOOLCHAINS, value_name = "PATH")]
+    component: Option<PathBuf>,
+
+    /// Rebuild when this file or directory (relative to DIR) changes; repeatable.
+    /// Default: all of DIR but node_modules, target, the component's directory and
+    /// hidden entries.
+    #[arg(long, help_heading = OTHER_TOOLCHAINS, value_name = "PATH")]
+    watch: Vec<PathBuf>,
 
     /// Port for HTTP/1.1 and h2c on 127.0.0.1.
     #[arg(long, help_heading = LISTENERS, value_name = "PORT", default_value_t = 8080)]
@@ -47,20 +73,12 @@ pub struct DevArgs {
 }
 
 pub fn run(args: DevArgs) -> Result<()> {
-    let dir = args.dir.clone();
-    if !dir.is_dir() {
-        bail!(
-            "{} is not a directory (expected a guest crate)",
-            dir.display()
-        );
-    }
-    if !dir.join("Cargo.toml").is_file() {
-        bail!(
-            "{} has no Cargo.toml (expected a guest crate; `wedge new NAME` makes one)",
-            dir.display()
-        );
-    }
-    let name = crate_dir_name(&dir);
+    let flags = BuildFlags {
+        build: args.build.clone(),
+        component: args.component.clone(),
+        watch: args.watch.clone(),
+    };
+    let project = Arc::new(Project::find(&args.dir, flags)?);
     let local = |port| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     // The TLS URL says `localhost`, which browsers resolve to both loopbacks: a
     // browser that follows Alt-Svc to QUIC on ::1 has no fallback to 127.0.0.1.
@@ -90,15 +108,15 @@ pub fn run(args: DevArgs) -> Result<()> {
         AccessLog::for_stderr(),
         args.host.limits().memory,
         |host| async move {
-            let slot_name = name.clone();
+            let slot_name = project.name().to_string();
             // Watching starts before the first build so no save is missed.
-            let changes = watch::watch(&dir)?;
+            let changes = watch::watch(project.dir(), project.sources())?;
             // The browser's view of the build: banner, error page, events.
             let overlay = Arc::new(DevOverlay::new(
                 &slot_name,
                 host.readiness.draining_signal(),
             ));
-            let mut reloader = Reloader::new(dir.clone(), host, changes, overlay.clone());
+            let mut reloader = Reloader::new(project.clone(), host, changes, overlay.clone());
             let first = reloader.first_version().await;
             let tenant = Arc::new(Tenant::new(&slot_name, first));
             tokio::spawn(reloader.run(tenant.clone()));
@@ -111,12 +129,4 @@ pub fn run(args: DevArgs) -> Result<()> {
             })
         },
     )
-}
-
-/// The crate directory's name, for the start-up line before the crate has built.
-fn crate_dir_name(dir: &std::path::Path) -> String {
-    dir.canonicalize()
-        .ok()
-        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| dir.display().to_string())
 }

@@ -1,19 +1,18 @@
-//! Rebuilds the crate when its sources change and swaps the new version into the
+//! Rebuilds the project when its sources change and swaps the new version into the
 //! slot; a failed build keeps the last good version serving.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use super::project::Project;
 use super::watch::Changes;
-use crate::cli::guest_build;
 use crate::cli::server::Host;
 use crate::host::{App, ArtifactCache, BuildFailure, DevOverlay, Serving, Tenant};
 
-/// Builds and loads versions of one crate.
+/// Builds and loads versions of one project.
 pub struct Reloader {
-    dir: PathBuf,
+    project: Arc<Project>,
     host: Host,
     changes: Changes,
     /// Told how each build went, for the browser.
@@ -24,9 +23,14 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    pub fn new(dir: PathBuf, host: Host, changes: Changes, overlay: Arc<DevOverlay>) -> Self {
+    pub fn new(
+        project: Arc<Project>,
+        host: Host,
+        changes: Changes,
+        overlay: Arc<DevOverlay>,
+    ) -> Self {
         Reloader {
-            dir,
+            project,
             host,
             changes,
             overlay,
@@ -92,20 +96,19 @@ impl Reloader {
         result
     }
 
-    /// Builds the crate and loads its component, unless it is the one served now
+    /// Builds the project and loads its component, unless it is the one served now
     /// (`Ok(None)`).
     async fn build_and_load(
         &mut self,
         cache: ArtifactCache,
     ) -> Result<Option<Arc<App>>, BuildFailure> {
-        let app_name = super::crate_dir_name(&self.dir);
         let failure = |errors: String| BuildFailure {
-            app: app_name.clone(),
+            app: self.project.name().to_string(),
             errors,
         };
-        let dir = self.dir.clone();
+        let project = self.project.clone();
         let building = self.changes.building();
-        let built = tokio::task::spawn_blocking(move || guest_build::build(&dir)).await;
+        let built = tokio::task::spawn_blocking(move || project.build()).await;
         drop(building);
         let built = built
             .map_err(|err| failure(format!("the build task failed: {err}")))?

@@ -1,9 +1,8 @@
-//! Watches the files a guest crate's build reads and says when their content changed.
+//! Watches the files a project's build reads and says when their content changed.
 //!
-//! What belongs to the build: every path package cargo builds it from (the crate, and
-//! its path dependencies — the SDK, when the crate uses it by path), each watched as a
-//! tree but for cargo's output (`target/`) and hidden entries other than `.cargo`; and
-//! the workspace's manifest and lock file when the workspace is elsewhere. Editors'
+//! What belongs to the build is a [`Tree`]: a guest crate's is what cargo builds it
+//! from ([`super::crate_tree`]), resolved again when a manifest changed; another
+//! toolchain's is its directory or the paths it names ([`Tree::for_paths`]). Editors'
 //! scratch files (`.swp`, `~`, vim's `4913`, emacs's `.#…`) never count.
 //!
 //! Only content counts. Every file's SHA-256 is kept from the start; an event (creation,
@@ -15,8 +14,7 @@
 //! not either.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -24,10 +22,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
-use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
-use crate::cli::guest_build::WASM_TARGET;
+use super::crate_tree;
+use super::tree::Tree;
 
 /// How long events must pause before the paths they name are looked at: an editor's
 /// save is often a write, a rename and a metadata change.
@@ -36,7 +34,27 @@ const DEBOUNCE: Duration = Duration::from_millis(200);
 /// The longest events are gathered before looking, however steadily they come.
 const MOST_GATHERED: Duration = Duration::from_secs(2);
 
-/// Content changes of one crate's build; watching stops when this is dropped.
+/// Where a project's tree comes from.
+#[derive(Clone)]
+pub enum Sources {
+    /// A guest crate in the project's directory: what cargo builds it from.
+    Crate,
+    /// Another toolchain's project: these paths, always.
+    Paths(Tree),
+}
+
+impl Sources {
+    /// The tree of the project in `dir` now, and whether it is final (false: resolve
+    /// it again after the next build).
+    fn resolve(&self, dir: &Path) -> (Tree, bool) {
+        match self {
+            Sources::Crate => crate_tree::resolve(dir),
+            Sources::Paths(tree) => (tree.clone(), true),
+        }
+    }
+}
+
+/// Content changes of one project's build; watching stops when this is dropped.
 pub struct Changes {
     shared: Arc<Shared>,
     to_thread: mpsc::Sender<Msg>,
@@ -45,7 +63,7 @@ pub struct Changes {
     _watcher: Arc<Mutex<RecommendedWatcher>>,
 }
 
-/// Held while cargo builds the crate: what cargo writes to the lock file meanwhile is
+/// Held while the project builds: what cargo writes to the lock file meanwhile is
 /// the build's doing, not a change.
 pub struct Building<'a>(&'a Changes);
 
@@ -64,7 +82,7 @@ impl Changes {
             let mut state = self.shared.lock();
             let changed = std::mem::take(&mut state.changed);
             if !changed.is_empty() {
-                return describe(&changed, &state.crate_dir);
+                return describe(&changed, &state.dir);
             }
         }
     }
@@ -94,7 +112,9 @@ impl Shared {
 }
 
 struct State {
-    crate_dir: PathBuf,
+    /// The project's directory.
+    dir: PathBuf,
+    sources: Sources,
     tree: Tree,
     /// The content of every file that belongs to the build, as last seen.
     files: BTreeMap<PathBuf, [u8; 32]>,
@@ -108,10 +128,11 @@ struct State {
     stale: bool,
 }
 
-/// Watches what `dir`'s build reads. Watching starts before this returns, so a change
-/// made after it is seen; the content seen now is what changes are measured against.
-pub fn watch(dir: &Path) -> Result<Changes> {
-    let crate_dir = dir
+/// Watches what the build of the project in `dir` reads, as `sources` say. Watching
+/// starts before this returns, so a change made after it is seen; the content seen
+/// now is what changes are measured against.
+pub fn watch(dir: &Path, sources: Sources) -> Result<Changes> {
+    let dir = dir
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", dir.display()))?;
     let (to_thread, events) = mpsc::channel();
@@ -124,11 +145,12 @@ pub fn watch(dir: &Path) -> Result<Changes> {
         },
         notify::Config::default(),
     )
-    .context("cannot watch the crate's files")?;
+    .context("cannot watch the project's files")?;
     let watcher = Arc::new(Mutex::new(watcher));
-    let (tree, resolved) = Tree::resolve(&crate_dir);
+    let (tree, resolved) = sources.resolve(&dir);
     let mut state = State {
-        crate_dir,
+        dir,
+        sources,
         tree: Tree::default(),
         files: BTreeMap::new(),
         watched: BTreeMap::new(),
@@ -192,28 +214,32 @@ fn run(events: &mpsc::Receiver<Msg>, shared: &Shared, watcher: &Weak<Mutex<Recom
     }
 }
 
-/// After a build: the lock file as cargo left it is the baseline, and a tree whose
-/// manifests changed is resolved again (now that cargo has resolved them).
+/// After a build: what the build wrote as it left it is the baseline, and a tree
+/// whose manifests changed is resolved again (now that cargo has resolved them).
 fn built_done(shared: &Shared, watcher: &mut RecommendedWatcher) {
     let stale = {
         let mut state = shared.lock();
         state.building = false;
-        let lock_file = state.tree.lock_file.clone();
-        state.reconcile(&lock_file);
+        if let Some(written) = state.tree.written_by_build.clone() {
+            state.reconcile(&written);
+        }
         state.stale
     };
     if !stale {
         return;
     }
-    let crate_dir = shared.lock().crate_dir.clone();
+    let (dir, sources) = {
+        let state = shared.lock();
+        (state.dir.clone(), state.sources.clone())
+    };
     // Without the lock held: cargo takes a moment, and a build may start meanwhile.
-    let (tree, resolved) = Tree::resolve(&crate_dir);
+    let (tree, resolved) = sources.resolve(&dir);
     let mut state = shared.lock();
     state.stale = !resolved;
     if tree != state.tree
         && let Err(err) = state.switch_to(tree, watcher)
     {
-        tracing::warn!("watching {}: {err:#}", crate_dir.display());
+        tracing::warn!("watching {}: {err:#}", dir.display());
     }
 }
 
@@ -258,7 +284,7 @@ impl State {
                     self.stale = true;
                 }
                 // cargo writes the lock file while it builds.
-                if self.building && file == self.tree.lock_file {
+                if self.building && self.tree.written_by_build.as_ref() == Some(&file) {
                     continue;
                 }
                 self.changed.push(file);
@@ -322,6 +348,25 @@ impl State {
         differs
     }
 
+    /// Logs what is watched, when it is more than the project's directory.
+    fn say_what_is_watched(&self) {
+        let others: Vec<String> = (self.tree.everything().iter())
+            .filter(|path| **path != self.dir)
+            .map(|path| path.display().to_string())
+            .collect();
+        if others.is_empty() {
+            return;
+        }
+        match self.sources {
+            Sources::Crate => tracing::info!(
+                "watching {} and its path dependencies {}",
+                self.dir.display(),
+                others.join(", ")
+            ),
+            Sources::Paths(_) => tracing::info!("watching {}", others.join(", ")),
+        }
+    }
+
     /// Watches `tree` instead of what was watched.
     fn switch_to(&mut self, tree: Tree, watcher: &mut RecommendedWatcher) -> Result<()> {
         let wanted = tree.dirs_to_watch();
@@ -347,206 +392,16 @@ impl State {
                 tree.scan(&path, &mut self.files);
             }
         }
-        let others: Vec<String> = (tree.roots.iter())
-            .filter(|root| **root != self.crate_dir)
-            .map(|root| root.display().to_string())
-            .collect();
-        if !others.is_empty() {
-            tracing::info!(
-                "watching {} and its path dependencies {}",
-                self.crate_dir.display(),
-                others.join(", ")
-            );
-        }
         self.tree = tree;
+        self.say_what_is_watched();
         Ok(())
     }
 }
 
-/// What belongs to a crate's build.
-#[derive(Default, PartialEq, Debug)]
-struct Tree {
-    /// The path packages' directories, each watched as a tree.
-    roots: Vec<PathBuf>,
-    /// Files outside them: the workspace's manifest and lock file.
-    files: Vec<PathBuf>,
-    /// cargo's output directory.
-    target_dir: Option<PathBuf>,
-    lock_file: PathBuf,
-}
-
-impl Tree {
-    /// The packages cargo builds `crate_dir` from, as `cargo metadata` says without
-    /// the network or a change to the lock file; just `crate_dir` when it cannot (no
-    /// lock file yet, a broken manifest), with false.
-    fn resolve(crate_dir: &Path) -> (Tree, bool) {
-        match Tree::from_cargo(crate_dir) {
-            Ok(tree) => (tree, true),
-            Err(err) => {
-                tracing::debug!("watching {} alone: {err:#}", crate_dir.display());
-                let tree = Tree {
-                    roots: vec![crate_dir.to_path_buf()],
-                    files: Vec::new(),
-                    target_dir: None,
-                    lock_file: crate_dir.join("Cargo.lock"),
-                };
-                (tree, false)
-            }
-        }
-    }
-
-    fn from_cargo(crate_dir: &Path) -> Result<Tree> {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let output = Command::new(cargo)
-            .args(["metadata", "--format-version", "1", "--locked", "--offline"])
-            .args(["--filter-platform", WASM_TARGET])
-            .arg("--manifest-path")
-            .arg(crate_dir.join("Cargo.toml"))
-            .current_dir(crate_dir)
-            .stdin(Stdio::null())
-            .output()
-            .context("running cargo metadata")?;
-        anyhow::ensure!(
-            output.status.success(),
-            "cargo metadata: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-        let metadata: serde_json::Value =
-            serde_json::from_slice(&output.stdout).context("reading cargo metadata")?;
-        Tree::from_metadata(crate_dir, &metadata)
-    }
-
-    fn from_metadata(crate_dir: &Path, metadata: &serde_json::Value) -> Result<Tree> {
-        let path = |value: &serde_json::Value| value.as_str().map(PathBuf::from);
-        let workspace = path(&metadata["workspace_root"]).context("no workspace_root")?;
-        let mut roots = vec![crate_dir.to_path_buf()];
-        for package in metadata["packages"].as_array().context("no packages")? {
-            // Path packages have no source (registry, git).
-            if !package["source"].is_null() {
-                continue;
-            }
-            let manifest = path(&package["manifest_path"]).context("no manifest_path")?;
-            if let Some(dir) = manifest.parent() {
-                roots.push(dir.to_path_buf());
-            }
-        }
-        // A package inside another is watched with it.
-        roots.sort();
-        roots.dedup_by(|inner, outer| inner.starts_with(outer));
-        let files = [workspace.join("Cargo.toml"), workspace.join("Cargo.lock")]
-            .into_iter()
-            .filter(|file| !roots.iter().any(|root| file.starts_with(root)))
-            .collect();
-        Ok(Tree {
-            roots,
-            files,
-            target_dir: path(&metadata["target_directory"]),
-            lock_file: workspace.join("Cargo.lock"),
-        })
-    }
-
-    /// Whether `path` (a file or directory) belongs to the build.
-    fn belongs(&self, path: &Path) -> bool {
-        if self.files.iter().any(|file| file == path) {
-            return true;
-        }
-        let Some(root) = self.roots.iter().find(|root| path.starts_with(root)) else {
-            return false;
-        };
-        if self
-            .target_dir
-            .as_ref()
-            .is_some_and(|t| path.starts_with(t))
-        {
-            return false;
-        }
-        let relative = path.strip_prefix(root).expect("under its root");
-        let mut components = relative.components().peekable();
-        if components.peek() == Some(&Component::Normal("target".as_ref())) {
-            return false;
-        }
-        let hidden = components.any(|c| {
-            let name = c.as_os_str().to_string_lossy();
-            name.starts_with('.') && name != ".cargo"
-        });
-        !hidden
-            && !relative
-                .file_name()
-                .is_some_and(|name| is_scratch(&name.to_string_lossy()))
-    }
-
-    /// Whether `path` is a manifest: changed, the packages may be others.
-    fn is_manifest(&self, path: &Path) -> bool {
-        path.file_name().is_some_and(|name| name == "Cargo.toml") || path == self.lock_file
-    }
-
-    /// Every root and file, to look at in full.
-    fn everything(&self) -> Vec<PathBuf> {
-        self.roots.iter().chain(&self.files).cloned().collect()
-    }
-
-    /// The directories to give the watcher: each root's own entries, its
-    /// subdirectories that belong as trees, and the directories of `files`.
-    fn dirs_to_watch(&self) -> BTreeMap<PathBuf, RecursiveMode> {
-        let mut dirs = BTreeMap::new();
-        for root in &self.roots {
-            dirs.insert(root.clone(), RecursiveMode::NonRecursive);
-            for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if entry.file_type().is_ok_and(|t| t.is_dir()) && self.belongs(&path) {
-                    dirs.insert(path, RecursiveMode::Recursive);
-                }
-            }
-        }
-        for file in &self.files {
-            if let Some(dir) = file.parent() {
-                dirs.entry(dir.to_path_buf())
-                    .or_insert(RecursiveMode::NonRecursive);
-            }
-        }
-        dirs
-    }
-
-    /// Records the content of `path`: the file, or every file under the directory
-    /// that belongs to the build. Nothing for a path that is gone (or unreadable).
-    fn scan(&self, path: &Path, into: &mut BTreeMap<PathBuf, [u8; 32]>) {
-        let Ok(metadata) = std::fs::metadata(path) else {
-            return;
-        };
-        if metadata.is_file() {
-            if let Ok(content) = std::fs::read(path) {
-                into.insert(path.to_path_buf(), Sha256::digest(&content).into());
-            }
-        } else if metadata.is_dir()
-            // Not through a symbolic link: it might lead back up.
-            && !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink())
-        {
-            for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
-                let entry = entry.path();
-                if self.belongs(&entry) {
-                    self.scan(&entry, into);
-                }
-            }
-        }
-    }
-}
-
-/// An editor's scratch file: swap and backup files, vim's write probe, emacs's lock
-/// and autosave files, JetBrains' safe-write copies.
-fn is_scratch(name: &str) -> bool {
-    name.starts_with('.')
-        || name.ends_with('~')
-        || [".swp", ".swx", ".swo", "___jb_tmp___", "___jb_old___"]
-            .iter()
-            .any(|suffix| name.ends_with(suffix))
-        || (name.starts_with('#') && name.ends_with('#'))
-        || name == "4913"
-}
-
-/// `src/lib.rs`, or `src/lib.rs and 2 other files` (relative to the crate).
-fn describe(changed: &[PathBuf], crate_dir: &Path) -> String {
+/// `src/lib.rs`, or `src/lib.rs and 2 other files` (relative to the project).
+fn describe(changed: &[PathBuf], dir: &Path) -> String {
     let unique: BTreeSet<&PathBuf> = changed.iter().collect();
-    let first = changed[0].strip_prefix(crate_dir).unwrap_or(&changed[0]);
+    let first = changed[0].strip_prefix(dir).unwrap_or(&changed[0]);
     match unique.len() {
         1 => first.display().to_string(),
         2 => format!("{} and 1 other file", first.display()),
@@ -558,89 +413,16 @@ fn describe(changed: &[PathBuf], crate_dir: &Path) -> String {
 mod tests {
     use super::*;
 
-    fn tree() -> Tree {
-        Tree {
-            roots: vec!["/work/greeter".into(), "/sdk".into()],
-            files: vec!["/ws/Cargo.toml".into(), "/ws/Cargo.lock".into()],
-            target_dir: Some("/ws/target".into()),
-            lock_file: "/ws/Cargo.lock".into(),
-        }
-    }
-
-    #[test]
-    fn sources_of_every_root_belong_cargo_output_and_editor_scratch_do_not() {
-        let tree = tree();
-        for source in [
-            "/work/greeter/src/lib.rs",
-            "/work/greeter/Cargo.toml",
-            "/work/greeter/build.rs",
-            "/work/greeter/.cargo/config.toml",
-            "/work/greeter/wit/world.wit",
-            "/work/greeter/assets/new/page.html",
-            "/sdk/src/request.rs",
-            "/ws/Cargo.lock",
-        ] {
-            assert!(tree.belongs(Path::new(source)), "{source}");
-        }
-        for other in [
-            "/work/greeter/target/release/greeter.wasm",
-            "/ws/target/debug/x",
-            "/work/greeter/src/.lib.rs.swp",
-            "/work/greeter/src/lib.rs~",
-            "/work/greeter/src/4913",
-            "/work/greeter/src/.#lib.rs",
-            "/work/greeter/src/#lib.rs#",
-            "/work/greeter/src/lib.rs___jb_tmp___",
-            "/work/greeter/.git/index",
-            "/ws/README.md",
-            "/elsewhere/src/lib.rs",
-        ] {
-            assert!(!tree.belongs(Path::new(other)), "{other}");
-        }
-    }
-
-    #[test]
-    fn the_tree_is_the_path_packages_and_the_workspace_files_outside_them() {
-        let metadata = serde_json::json!({
-            "workspace_root": "/ws",
-            "target_directory": "/ws/target",
-            "packages": [
-                {"source": null, "manifest_path": "/ws/greeter/Cargo.toml"},
-                {"source": null, "manifest_path": "/ws/greeter/inner/Cargo.toml"},
-                {"source": null, "manifest_path": "/sdk/Cargo.toml"},
-                {"source": "registry+https://github.com/rust-lang/crates.io-index",
-                 "manifest_path": "/home/.cargo/registry/src/x/http-1.0.0/Cargo.toml"},
-            ],
-        });
-        let tree = Tree::from_metadata(Path::new("/ws/greeter"), &metadata).unwrap();
-        assert_eq!(
-            tree.roots,
-            [PathBuf::from("/sdk"), PathBuf::from("/ws/greeter")]
-        );
-        assert_eq!(
-            tree.files,
-            [
-                PathBuf::from("/ws/Cargo.toml"),
-                PathBuf::from("/ws/Cargo.lock")
-            ]
-        );
-        assert_eq!(tree.lock_file, Path::new("/ws/Cargo.lock"));
-    }
-
     #[test]
     fn a_change_is_content_that_differs_appears_or_goes() {
         let dir = std::env::temp_dir().join(format!("wedge-watch-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("src")).unwrap();
         std::fs::write(dir.join("src/lib.rs"), "one").unwrap();
-        let tree = Tree {
-            roots: vec![dir.clone()],
-            files: Vec::new(),
-            target_dir: None,
-            lock_file: dir.join("Cargo.lock"),
-        };
+        let tree = Tree::for_paths(&dir, &[], &dir.join("dist/app.wasm"));
         let mut state = State {
-            crate_dir: dir.clone(),
+            dir: dir.clone(),
+            sources: Sources::Paths(tree.clone()),
             tree: Tree::default(),
             files: BTreeMap::new(),
             watched: BTreeMap::new(),
