@@ -351,3 +351,189 @@ async fn a_broken_preface_on_the_cleartext_port_gets_goaway_not_an_http1_answer(
     assert!(answer.starts_with(b"HTTP/1.1 "), "{answer:?}");
     still_serves(&server).await;
 }
+
+/// Issue 18: a POST to `faults` (answered without reading its body) with `extra`
+/// fields, its response read whole: from here on the stream is finished (half-closed
+/// local), whatever the timing, and what the client still sends on it is judged.
+async fn finished_stream(server: &Target, extra: &[(&str, &str)]) -> Raw<TcpStream> {
+    let mut raw = attacker(server).await;
+    let mut fields = vec![
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":authority", "localhost"),
+        (":path", "/"),
+    ];
+    fields.extend_from_slice(extra);
+    raw.headers(1, &fields, false);
+    raw.flush().await;
+    let frames = raw.response_end(1).await;
+    let head = frames.iter().find(|f| f.kind == FrameType::Headers as u8);
+    assert_eq!(raw.status(head.expect("a response head")), "200");
+    raw
+}
+
+/// How a server must answer a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Reset(ErrorCode),
+    GoAway(ErrorCode),
+}
+
+type AfterResponse = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    fn(&mut Raw<TcpStream>),
+    Answer,
+);
+
+fn trailers(raw: &mut Raw<TcpStream>, fields: &[(&str, &str)]) {
+    raw.headers(1, fields, true);
+}
+
+/// Issue 18: every error a client can make on a request still arriving, sent only
+/// once its response was read whole, gets the RFC 9113 answer: the result does not
+/// depend on whether the bad frame raced the response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_sent_after_the_whole_response_are_still_judged() {
+    let cases: [AfterResponse; 10] = [
+        (
+            "DATA past the stream window (§6.9.1)",
+            &[],
+            |raw| {
+                for _ in 0..4 {
+                    raw.data(1, &[0; 16_384], false);
+                }
+            },
+            Answer::Reset(ErrorCode::FlowControlError),
+        ),
+        (
+            "a pseudo-header in trailers (§8.1)",
+            &[],
+            |raw| trailers(raw, &[(":path", "/")]),
+            Answer::Reset(ErrorCode::ProtocolError),
+        ),
+        (
+            "an uppercase name in trailers (§8.2.1)",
+            &[],
+            |raw| trailers(raw, &[("X-Sum", "1")]),
+            Answer::Reset(ErrorCode::ProtocolError),
+        ),
+        (
+            "a connection-specific field in trailers (§8.2.2)",
+            &[],
+            |raw| trailers(raw, &[("connection", "close")]),
+            Answer::Reset(ErrorCode::ProtocolError),
+        ),
+        (
+            "a second HEADERS without END_STREAM (§8.1)",
+            &[],
+            |raw| {
+                raw.headers(1, &[("x-sum", "1")], false);
+            },
+            Answer::Reset(ErrorCode::ProtocolError),
+        ),
+        (
+            "fewer octets than content-length (§8.1.1)",
+            &[("content-length", "10")],
+            |raw| {
+                raw.data(1, b"abc", true);
+            },
+            Answer::Reset(ErrorCode::ProtocolError),
+        ),
+        (
+            "more octets than content-length (§8.1.1)",
+            &[("content-length", "2")],
+            |raw| {
+                raw.data(1, b"abc", false);
+            },
+            Answer::Reset(ErrorCode::ProtocolError),
+        ),
+        (
+            "a zero WINDOW_UPDATE (§6.9)",
+            &[],
+            |raw| {
+                raw.window_update(1, 0);
+            },
+            Answer::Reset(ErrorCode::ProtocolError),
+        ),
+        (
+            "DATA after END_STREAM (§5.1)",
+            &[],
+            |raw| {
+                raw.data(1, b"", true).data(1, b"x", false);
+            },
+            Answer::Reset(ErrorCode::StreamClosed),
+        ),
+        (
+            "HEADERS after END_STREAM (§5.1)",
+            &[],
+            |raw| {
+                raw.data(1, b"", true);
+                trailers(raw, &[("x-sum", "1")]);
+            },
+            Answer::GoAway(ErrorCode::StreamClosed),
+        ),
+    ];
+    let server = binary().await;
+    for (name, extra, script, answer) in cases {
+        let mut raw = finished_stream(&server, extra).await;
+        script(&mut raw);
+        raw.flush().await;
+        let got = match answer {
+            Answer::Reset(_) => Answer::Reset(raw.reset_of(1).await),
+            Answer::GoAway(_) => Answer::GoAway(raw.goaway().await),
+        };
+        assert_eq!(got, answer, "{name}");
+    }
+    still_serves(&server).await;
+}
+
+/// Reads until the answer to our PING: the frames before it, all of which the server
+/// sent for frames we sent before the PING.
+async fn until_ping_ack(raw: &mut Raw<TcpStream>) -> Vec<h2_support::raw::Received> {
+    raw.ping();
+    raw.flush().await;
+    let mut frames = Vec::new();
+    loop {
+        let frame = raw.next().await.expect("the connection stays open");
+        if frame.kind == FrameType::Ping as u8 {
+            return frames;
+        }
+        frames.push(frame);
+    }
+}
+
+/// Issue 18: a finished stream is judged for `--h2-finished-stream-frames` frames, then
+/// reset with NO_ERROR and forgotten; until then it holds its place among the
+/// concurrent streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_stream_is_reset_at_its_bound_and_frees_its_place() {
+    let server = binary_with(&[
+        "--h2-finished-stream-frames",
+        "3",
+        "--h2-max-concurrent-streams",
+        "1",
+    ])
+    .await;
+    let mut raw = finished_stream(&server, &[]).await;
+    raw.data(1, b"more", false).data(1, b"more", false);
+    let frames = until_ping_ack(&mut raw).await;
+    assert!(
+        frames.iter().all(|f| f.kind != FrameType::RstStream as u8),
+        "{frames:?}"
+    );
+    // Stream 1 still holds the one place.
+    raw.get(3, "/");
+    raw.flush().await;
+    assert_eq!(raw.reset_of(3).await, ErrorCode::RefusedStream);
+    // The third frame is its last.
+    raw.data(1, b"more", false);
+    raw.flush().await;
+    assert_eq!(raw.reset_of(1).await, ErrorCode::NoError);
+    // Its place is free.
+    raw.get(5, "/");
+    raw.flush().await;
+    let frames = raw.response_end(5).await;
+    let head = frames.iter().find(|f| f.kind == FrameType::Headers as u8);
+    assert_eq!(raw.status(head.expect("a response head")), "200");
+}

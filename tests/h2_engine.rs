@@ -333,21 +333,43 @@ async fn the_next_stream_gets_a_clean_request() {
     assert_eq!(seen[1], (None, None, 0), "nothing of the stream before");
 }
 
-/// After three passes of `n` GETs that warm the connection up, one more pass: the
+/// What the requests of a pass are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Requests {
+    /// GETs.
+    Get,
+    /// POSTs whose bodies end (an empty DATA with END_STREAM) only in the next pass,
+    /// after their responses: finished streams, judged then closed.
+    PostEndedAfterResponse,
+}
+
+/// Builds the pass of `n` requests from stream `first` on.
+fn a_pass(raw: &mut Raw<DuplexStream>, requests: Requests, first: u32, n: u32) {
+    for id in (first..first + 2 * n).step_by(2) {
+        match requests {
+            Requests::Get => raw.get(id, "/"),
+            Requests::PostEndedAfterResponse if id > 2 * n => {
+                raw.data(id - 2 * n, b"", true).post(id, "/")
+            }
+            Requests::PostEndedAfterResponse => raw.post(id, "/"),
+        };
+    }
+}
+
+/// After three passes of `n` requests that warm the connection up, one more pass: the
 /// allocations and writes it took (the client's own frames built before counting).
-async fn a_warm_pass(raw: &mut Raw<DuplexStream>, wire: &Wire, n: u32) -> (usize, usize) {
-    let mut next = 1;
-    for _ in 0..3 {
-        for _ in 0..n {
-            raw.get(next, "/");
-            next += 2;
-        }
+async fn a_warm_pass(
+    raw: &mut Raw<DuplexStream>,
+    wire: &Wire,
+    n: u32,
+    requests: Requests,
+) -> (usize, usize) {
+    for pass in 0..3 {
+        a_pass(raw, requests, 1 + 2 * n * pass, n);
         raw.flush().await;
         raw.responses_end(n as usize).await;
     }
-    for i in 0..n {
-        raw.get(next + 2 * i, "/");
-    }
+    a_pass(raw, requests, 1 + 2 * n * 3, n);
     let (allocated, written) = (allocations(), wire.writes.load(Ordering::Relaxed));
     raw.flush().await;
     raw.responses_end(n as usize).await;
@@ -368,10 +390,35 @@ fn a_warm_connection_allocates_none_of_the_engines_objects() {
         handshake(&mut raw).await;
         raw.settings_ack();
         const N: u32 = 16;
-        let (during, _) = a_warm_pass(&mut raw, &wire, N).await;
+        let (during, _) = a_warm_pass(&mut raw, &wire, N, Requests::Get).await;
         assert_eq!(
             during, 0,
             "{during} allocations for {N} requests on a warm connection"
+        );
+    });
+}
+
+/// Issue 18, DESIGN 4.3: a stream whose request outlives its response keeps only its
+/// entry in the bounded stream table while it is judged, and leaves it when the request
+/// ends: requests ended after their responses allocate nothing on a warm connection
+/// either, and never hold more places than a pass's two sets of streams.
+#[test]
+fn finished_streams_allocate_nothing_on_a_warm_connection() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        const N: u32 = 16;
+        let mut config = H2Config::default();
+        config.core.max_concurrent_streams = 2 * N;
+        let (mut raw, wire, _shutdown) = pipe(native(|_, _| text(b"hi")), config);
+        handshake(&mut raw).await;
+        raw.settings_ack();
+        let (during, _) = a_warm_pass(&mut raw, &wire, N, Requests::PostEndedAfterResponse).await;
+        assert_eq!(
+            during, 0,
+            "{during} allocations for {N} finished streams on a warm connection"
         );
     });
 }
@@ -436,7 +483,7 @@ fn a_warm_connection_streams_chunk_by_chunk_without_allocating() {
         // Credit for every pass: the connection's window is not what is measured.
         raw.settings_ack().window_update(0, 1 << 30);
         const N: u32 = 4;
-        let (during, writes) = a_warm_pass(&mut raw, &wire, N).await;
+        let (during, writes) = a_warm_pass(&mut raw, &wire, N, Requests::Get).await;
         // Each chunk left in a write of its own turn (the streams' chunks coalesce
         // across streams, not within one): the flushes being measured happened.
         assert!(writes >= 8, "{writes} writes for {N} streams of 8 chunks");

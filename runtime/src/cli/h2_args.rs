@@ -52,6 +52,11 @@ engine_flags! {
         /// Empty DATA frames allowed without body bytes between them.
         h2_empty_data_flood_budget: u32 => core.empty_data_flood_budget;
 
+        /// Frames a client may still send on a stream once its response ended before
+        /// its request did: judged and discarded, then RST_STREAM(NO_ERROR); 0 resets
+        /// at once.
+        h2_finished_stream_frames: u32 => core.finished_stream_frames;
+
         /// Response octets one stream may stage per write: bounds what a zero-window
         /// client pins per stream.
         h2_stream_send_buffer: usize => stream_send_buffer;
@@ -112,6 +117,7 @@ mod tests {
             "--h2-settings-flood-budget=8",
             "--h2-ping-flood-budget=9",
             "--h2-empty-data-flood-budget=10",
+            "--h2-finished-stream-frames=11",
             "--h2-stream-send-buffer=4096",
             "--h2-handshake-timeout=1s",
             "--h2-header-read-timeout=2s",
@@ -136,6 +142,7 @@ mod tests {
                     settings_flood_budget: 8,
                     ping_flood_budget: 9,
                     empty_data_flood_budget: 10,
+                    finished_stream_frames: 11,
                 },
                 stream_send_buffer: 4096,
                 handshake_timeout: Duration::from_secs(1),

@@ -3,6 +3,14 @@
 //! buffer and reports requests, body octets, trailers and resets as [`Event`]s. Responses
 //! go out through [`Connection::send_head`] and [`Connection::send_data`], which spend
 //! flow credit. Nothing here reads a clock or a socket.
+//!
+//! A response that ends before its request does leaves the stream finished
+//! (half-closed local) rather than reset: what the peer still sends on it is judged as
+//! on an open stream (flow control, content-length, trailers, stream states) and
+//! discarded, until the request ends, the peer has no window left to send in, or
+//! [`ConnConfig::finished_stream_frames`] frames came; then RST_STREAM(NO_ERROR) asks
+//! it to stop (§8.1). An early RST_STREAM would oblige us to ignore everything after it
+//! (§5.1, closed), however malformed, so it is sent only at the bound.
 
 mod budget;
 mod config;
@@ -361,12 +369,21 @@ impl Connection {
         }
         // Padding never reaches the handler: it is credited back with the next update.
         stream.recv_unacked += data.flow_len - data.payload.len() as u32;
+        let finished = stream.is_finished();
         if data.payload.is_empty() {
             if !data.end_stream && !self.budgets.empty_data.spend() {
                 return Err(ErrorCode::EnhanceYourCalm);
             }
         } else {
             self.budgets.productive_frame();
+        }
+        if finished {
+            // Judged, and nobody reads it.
+            match data.end_stream {
+                true => self.close_recv(id),
+                false => self.finished_frame(id, out),
+            }
+            return Ok(());
         }
         let start = data.payload.as_ptr() as usize - input.as_ptr() as usize;
         events.push(Event::Data {
@@ -516,15 +533,20 @@ impl Connection {
                     self.pool.give_back(trailers);
                     return self.stream_error(id, code, out, events);
                 }
-                events.push(Event::Trailers {
-                    stream: id,
-                    trailers,
-                });
-                events.push(Event::Data {
-                    stream: id,
-                    range: 0..0,
-                    end_stream: true,
-                });
+                if self.streams.get(id).is_some_and(|s| s.is_finished()) {
+                    // Its handler is done: judged, and handed to nobody.
+                    self.pool.give_back(trailers);
+                } else {
+                    events.push(Event::Trailers {
+                        stream: id,
+                        trailers,
+                    });
+                    events.push(Event::Data {
+                        stream: id,
+                        range: 0..0,
+                        end_stream: true,
+                    });
+                }
                 self.close_recv(id);
                 Ok(())
             }
@@ -619,10 +641,14 @@ impl Connection {
         if self.is_idle(id) {
             return Err(ErrorCode::ProtocolError);
         }
-        if self.streams.remove(id).is_none() {
+        let Some(stream) = self.streams.remove(id) else {
+            return Ok(());
+        };
+        self.recently_closed.remember(id);
+        if stream.is_finished() {
+            // Its response was whole: nothing to tell, and no rapid reset.
             return Ok(());
         }
-        self.recently_closed.remember(id);
         let code = ErrorCode::from_u32(rst.code).unwrap_or(ErrorCode::Cancel);
         events.push(Event::Reset { stream: id, code });
         // Its response had not ended: rapid reset costs the peer (CVE-2023-44487).
@@ -696,7 +722,35 @@ impl Connection {
         if stream.send.grow(increment).is_err() {
             return self.stream_error(id, ErrorCode::FlowControlError, out, events);
         }
+        self.finished_frame(id, out);
         Ok(())
+    }
+
+    /// Counts a frame the peer sent on a finished stream (one whose request did not end
+    /// it): past the bound, or once the peer has no window left to send more in (we
+    /// re-open none after the response), the rest of the request is refused with
+    /// RST_STREAM(NO_ERROR) (§8.1) and the stream is forgotten.
+    fn finished_frame(&mut self, id: StreamId, out: &mut Vec<u8>) {
+        let Some(stream) = self.streams.get(id) else {
+            return;
+        };
+        let Some(left) = &mut stream.finished else {
+            return;
+        };
+        *left = left.saturating_sub(1);
+        if *left == 0 || stream.recv.available() == 0 {
+            self.stop_request(id, out);
+        }
+    }
+
+    /// Refuses the rest of a request whose response is whole: RST_STREAM(NO_ERROR)
+    /// (§8.1); what the peer had in flight is then ignored (§5.4.2). Spends no budget:
+    /// the peer did nothing wrong.
+    fn stop_request(&mut self, id: StreamId, out: &mut Vec<u8>) {
+        if self.streams.remove(id).is_some() {
+            frame::encode_rst_stream(out, id, ErrorCode::NoError);
+            self.recently_reset.remember(id);
+        }
     }
 
     /// Resets a stream because of the peer's frames (§5.4.2). Each costs the peer from
@@ -714,7 +768,8 @@ impl Connection {
         }
         frame::encode_rst_stream(out, id, code);
         self.recently_reset.remember(id);
-        if self.streams.remove(id).is_some() {
+        // A finished stream's application is long done with it.
+        if self.streams.remove(id).is_some_and(|s| !s.is_finished()) {
             events.push(Event::Reset { stream: id, code });
         }
         Ok(())
@@ -729,8 +784,15 @@ impl Connection {
         ConnectionError(code)
     }
 
+    /// The peer's END_STREAM: half-closed (remote), or closed if our response ended too.
     fn close_recv(&mut self, id: StreamId) {
-        if let Some(stream) = self.streams.get(id) {
+        let Some(stream) = self.streams.get(id) else {
+            return;
+        };
+        if stream.is_finished() {
+            self.streams.remove(id);
+            self.recently_closed.remember(id);
+        } else {
             stream.recv_closed = true;
         }
     }
@@ -745,7 +807,7 @@ impl Connection {
     /// chunks does not make a frame per chunk.
     pub fn release(&mut self, id: StreamId, n: usize, out: &mut Vec<u8>) {
         let threshold = (self.config.initial_window_size / 2).max(1);
-        let Some(stream) = self.streams.get(id) else {
+        let Some(stream) = self.streams.responding_on(id) else {
             return;
         };
         stream.recv_unacked = stream.recv_unacked.saturating_add(n as u32);
@@ -763,7 +825,7 @@ impl Connection {
     pub fn send_credit(&mut self, id: StreamId) -> usize {
         let conn = self.send.available();
         let max_frame = self.peer_max_frame_size as usize;
-        match self.streams.get(id) {
+        match self.streams.responding_on(id) {
             Some(s) => s.send.available().min(conn).min(max_frame),
             None => 0,
         }
@@ -771,7 +833,7 @@ impl Connection {
 
     /// Whether the stream is still open for our response.
     pub fn is_sending(&mut self, id: StreamId) -> bool {
-        self.streams.get(id).is_some()
+        self.streams.responding_on(id).is_some()
     }
 
     /// Appends the response head: `:status` then `fields` (lowercase names, no
@@ -784,7 +846,7 @@ impl Connection {
         end_stream: bool,
         out: &mut Vec<u8>,
     ) {
-        let Some(stream) = self.streams.get(id).filter(|s| !s.head_sent) else {
+        let Some(stream) = self.streams.responding_on(id).filter(|s| !s.head_sent) else {
             return;
         };
         stream.head_sent = true;
@@ -815,7 +877,7 @@ impl Connection {
     /// Appends one DATA frame of `chunk`, which must fit [`Connection::send_credit`].
     pub fn send_data(&mut self, id: StreamId, chunk: &[u8], end_stream: bool, out: &mut Vec<u8>) {
         debug_assert!(chunk.len() <= self.send_credit(id) || chunk.is_empty());
-        let Some(stream) = self.streams.get(id) else {
+        let Some(stream) = self.streams.responding_on(id) else {
             return;
         };
         let n = chunk.len() as u32;
@@ -829,24 +891,30 @@ impl Connection {
         }
     }
 
-    /// Our END_STREAM went out and the stream closes: a request body still arriving is
-    /// not wanted, and RST_STREAM(NO_ERROR) tells the peer to stop sending it (§8.1).
+    /// Our END_STREAM went out. A stream whose request had ended closes; one whose
+    /// request is still coming is finished: judged until it ends or reaches its bound
+    /// ([`Connection::finished_frame`]), or refused at once if the peer has no window left
+    /// to send more in, or the bound is 0.
     fn close_send(&mut self, id: StreamId, out: &mut Vec<u8>) {
         self.budgets.completed_stream();
-        let Some(stream) = self.streams.remove(id) else {
+        let bound = self.config.finished_stream_frames;
+        let Some(stream) = self.streams.get(id) else {
             return;
         };
         if stream.recv_closed {
+            self.streams.remove(id);
             self.recently_closed.remember(id);
+        } else if bound == 0 || stream.recv.available() == 0 {
+            self.stop_request(id, out);
         } else {
-            frame::encode_rst_stream(out, id, ErrorCode::NoError);
-            self.recently_reset.remember(id);
+            stream.finished = Some(bound);
         }
     }
 
     /// Resets a stream we cannot finish (a failed response body, a handler gone).
     pub fn reset(&mut self, id: StreamId, code: ErrorCode, out: &mut Vec<u8>) {
-        if self.streams.remove(id).is_some() {
+        if self.streams.responding_on(id).is_some() {
+            self.streams.remove(id);
             frame::encode_rst_stream(out, id, code);
             self.recently_reset.remember(id);
         }
@@ -862,9 +930,11 @@ impl Connection {
         frame::encode_goaway(out, self.last_processed, ErrorCode::NoError, &[]);
     }
 
-    /// Whether a shutdown is under way and every stream has finished.
+    /// Whether a shutdown is under way and every response has ended (a request still
+    /// arriving on a finished stream holds nothing up).
     pub fn is_done(&self) -> bool {
-        matches!(self.phase, Phase::Failed(_)) || (self.going_away && self.streams.len() == 0)
+        matches!(self.phase, Phase::Failed(_))
+            || (self.going_away && self.streams.responding() == 0)
     }
 
     /// Whether the client preface and first SETTINGS are still awaited (handshake timeout).
@@ -884,7 +954,7 @@ impl Connection {
         fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
         out: &mut Vec<u8>,
     ) {
-        if self.streams.get(id).is_none() {
+        if self.streams.responding_on(id).is_none() {
             return;
         }
         self.head_buf.clear();
@@ -899,7 +969,8 @@ impl Connection {
         self.data_sent
     }
 
-    /// Streams open or half-closed.
+    /// Streams open or half-closed, finished ones included (they count against the
+    /// concurrency limit, §5.1.2).
     pub fn open_streams(&self) -> usize {
         self.streams.len()
     }

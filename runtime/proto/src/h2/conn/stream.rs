@@ -1,9 +1,11 @@
 //! Stream states (RFC 9113 §5.1) as a server sees them, and the table of live streams.
 //!
 //! A client stream is idle until its HEADERS, then open; END_STREAM from the peer makes it
-//! half-closed (remote). Our END_STREAM or a reset closes it and it leaves the table: a
-//! server has nothing left to do on a stream it answered. Closed streams are told apart
-//! from idle ones by their id, since ids only grow.
+//! half-closed (remote). Our END_STREAM closes a half-closed (remote) stream; on an open
+//! one it leaves the stream finished, half-closed (local): nothing more to send, but the
+//! rest of the request is still judged (and discarded) until it ends or runs past its
+//! bound. A closed or reset stream leaves the table. Closed streams are told apart from
+//! idle ones by their id, since ids only grow.
 
 use crate::h2::frame::StreamId;
 
@@ -26,6 +28,9 @@ pub(super) struct Stream {
     /// The declared content-length, checked against the DATA sum (§8.1.1).
     pub content_length: Option<u64>,
     pub received: u64,
+    /// `Some` once our response ended before the request did: the frames the peer may
+    /// still send on the stream before it is reset with NO_ERROR.
+    pub finished: Option<u32>,
 }
 
 impl Stream {
@@ -39,7 +44,14 @@ impl Stream {
             recv_unacked: 0,
             content_length,
             received: 0,
+            finished: None,
         }
+    }
+
+    /// Whether our response ended (half-closed local): the stream only judges and
+    /// discards what the peer still sends.
+    pub fn is_finished(&self) -> bool {
+        self.finished.is_some()
     }
 }
 
@@ -57,12 +69,23 @@ impl Streams {
         }
     }
 
+    /// Streams open or half-closed: what counts against the concurrency limit (§5.1.2).
     pub fn len(&self) -> usize {
         self.live.len()
     }
 
+    /// Streams whose response has not ended.
+    pub fn responding(&self) -> usize {
+        self.live.iter().filter(|s| !s.is_finished()).count()
+    }
+
     pub fn get(&mut self, id: StreamId) -> Option<&mut Stream> {
         self.live.iter_mut().find(|s| s.id == id)
+    }
+
+    /// The stream, if its response is still under way.
+    pub fn responding_on(&mut self, id: StreamId) -> Option<&mut Stream> {
+        self.get(id).filter(|s| !s.is_finished())
     }
 
     pub fn insert(&mut self, stream: Stream) {

@@ -91,6 +91,14 @@ impl Peer {
         self.send(&wire(HEADERS, EH, stream, &block));
     }
 
+    /// Ends the response on `stream` with its head, as the driver would once the handler
+    /// answered; the frames that took.
+    fn respond(&mut self, stream: u32) -> Vec<Sent> {
+        self.conn
+            .send_head(sid(stream), 200, [], true, &mut self.out);
+        self.sent()
+    }
+
     fn sent(&mut self) -> Vec<Sent> {
         let mut frames = Vec::new();
         let mut rest = &self.out[..];
@@ -481,16 +489,6 @@ fn stream_errors_reset_the_stream_with_the_rfc_code() {
     type Case = (&'static str, fn(&mut Peer), ErrorCode);
     let cases: &[Case] = &[
         (
-            "DATA past the stream window",
-            |p| {
-                p.get(1, &[], EH);
-                for _ in 0..4 {
-                    p.send(&wire(DATA, 0, 1, &[0; 16_384]));
-                }
-            },
-            ErrorCode::FlowControlError,
-        ),
-        (
             "stream window past 2^31-1",
             |p| {
                 p.get(1, &[], EH | ES);
@@ -507,14 +505,6 @@ fn stream_errors_reset_the_stream_with_the_rfc_code() {
             ErrorCode::ProtocolError,
         ),
         (
-            "DATA after END_STREAM",
-            |p| {
-                p.get(1, &[], EH | ES);
-                p.send(&wire(DATA, 0, 1, b"x"));
-            },
-            ErrorCode::StreamClosed,
-        ),
-        (
             "HEADERS after END_STREAM",
             |p| {
                 p.get(1, &[], EH | ES);
@@ -522,34 +512,6 @@ fn stream_errors_reset_the_stream_with_the_rfc_code() {
                 p.send(&wire(HEADERS, EH | ES, 1, &block));
             },
             ErrorCode::StreamClosed,
-        ),
-        (
-            "DATA on a stream the peer reset",
-            |p| {
-                p.get(1, &[], EH);
-                p.send(&wire(RST, 0, 1, &[0, 0, 0, 8]));
-                p.out.clear();
-                p.send(&wire(DATA, 0, 1, b"x"));
-            },
-            ErrorCode::StreamClosed,
-        ),
-        (
-            "trailers without END_STREAM",
-            |p| {
-                p.get(1, &[], EH);
-                let block = p.block(&[("x", "y")]);
-                p.send(&wire(HEADERS, EH, 1, &block));
-            },
-            ErrorCode::ProtocolError,
-        ),
-        (
-            "a pseudo-header in trailers",
-            |p| {
-                p.get(1, &[], EH);
-                let block = p.block(&[(":path", "/")]);
-                p.send(&wire(HEADERS, EH | ES, 1, &block));
-            },
-            ErrorCode::ProtocolError,
         ),
         (
             "an uppercase field name",
@@ -603,22 +565,6 @@ fn stream_errors_reset_the_stream_with_the_rfc_code() {
             ErrorCode::ProtocolError,
         ),
         (
-            "more DATA than content-length",
-            |p| {
-                p.post(1, &[("content-length", "2")]);
-                p.send(&wire(DATA, 0, 1, b"abc"));
-            },
-            ErrorCode::ProtocolError,
-        ),
-        (
-            "less DATA than content-length",
-            |p| {
-                p.post(1, &[("content-length", "4")]);
-                p.send(&wire(DATA, ES, 1, b"abc"));
-            },
-            ErrorCode::ProtocolError,
-        ),
-        (
             "END_STREAM on HEADERS with a content-length",
             |p| p.get(1, &[("content-length", "1")], EH | ES),
             ErrorCode::ProtocolError,
@@ -632,14 +578,6 @@ fn stream_errors_reset_the_stream_with_the_rfc_code() {
                 p.send(&wire(HEADERS, EH | ES | flags::PRIORITY, 1, &payload));
             },
             ErrorCode::ProtocolError,
-        ),
-        (
-            "PRIORITY of 4 octets on an open stream",
-            |p| {
-                p.get(1, &[], EH);
-                p.send(&wire(PRIORITY, 0, 1, &[0; 4]));
-            },
-            ErrorCode::FrameSizeError,
         ),
     ];
     for (name, script, code) in cases {
@@ -656,6 +594,307 @@ fn stream_errors_reset_the_stream_with_the_rfc_code() {
             Some((&b"x-after"[..], &b"1"[..]))
         );
     }
+}
+
+/// An error in what a client sends after its request head: the request's extra fields
+/// (a POST, its body still to come), then the frames.
+type BodyCase = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    fn(&mut Peer),
+    ErrorCode,
+);
+
+fn trailers(p: &mut Peer, fields: &[(&str, &str)]) {
+    let block = p.block(fields);
+    p.send(&wire(HEADERS, EH | ES, 1, &block));
+}
+
+fn body_errors() -> Vec<BodyCase> {
+    vec![
+        (
+            "DATA past the stream window (§6.9.1)",
+            &[],
+            |p| {
+                for _ in 0..4 {
+                    p.send(&wire(DATA, 0, 1, &[0; 16_384]));
+                }
+            },
+            ErrorCode::FlowControlError,
+        ),
+        (
+            "stream window past 2^31-1",
+            &[],
+            |p| p.send(&window_update(1, 0x7fff_ffff)),
+            ErrorCode::FlowControlError,
+        ),
+        (
+            "a zero stream WINDOW_UPDATE",
+            &[],
+            |p| p.send(&window_update(1, 0)),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "DATA after END_STREAM (§5.1)",
+            &[],
+            |p| {
+                p.send(&wire(DATA, ES, 1, b""));
+                p.send(&wire(DATA, 0, 1, b"x"));
+            },
+            ErrorCode::StreamClosed,
+        ),
+        (
+            "DATA on a stream the peer reset (§5.1)",
+            &[],
+            |p| {
+                p.send(&wire(RST, 0, 1, &[0, 0, 0, 8]));
+                p.send(&wire(DATA, 0, 1, b"x"));
+            },
+            ErrorCode::StreamClosed,
+        ),
+        (
+            "trailers without END_STREAM (§8.1)",
+            &[],
+            |p| {
+                let block = p.block(&[("x", "y")]);
+                p.send(&wire(HEADERS, EH, 1, &block));
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "a pseudo-header in trailers (§8.1)",
+            &[],
+            |p| trailers(p, &[(":path", "/")]),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "an uppercase name in trailers (§8.2.1)",
+            &[],
+            |p| trailers(p, &[("X-Sum", "1")]),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "a connection-specific field in trailers (§8.2.2)",
+            &[],
+            |p| trailers(p, &[("connection", "close")]),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "CR LF in a trailer value (§8.2.1)",
+            &[],
+            |p| trailers(p, &[("x-sum", "1\r\nx-injected: 1")]),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "trailers depending on their own stream (§5.3.1)",
+            &[],
+            |p| {
+                let mut payload = vec![0, 0, 0, 1, 16];
+                payload.extend(p.block(&[("x-sum", "1")]));
+                p.send(&wire(HEADERS, EH | ES | flags::PRIORITY, 1, &payload));
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "more DATA than content-length (§8.1.1)",
+            &[("content-length", "2")],
+            |p| p.send(&wire(DATA, 0, 1, b"abc")),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "less DATA than content-length (§8.1.1)",
+            &[("content-length", "4")],
+            |p| p.send(&wire(DATA, ES, 1, b"abc")),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "trailers before content-length was reached (§8.1.1)",
+            &[("content-length", "4")],
+            |p| {
+                p.send(&wire(DATA, 0, 1, b"abc"));
+                trailers(p, &[("x-sum", "1")]);
+            },
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "PRIORITY of 4 octets (§6.3)",
+            &[],
+            |p| p.send(&wire(PRIORITY, 0, 1, &[0; 4])),
+            ErrorCode::FrameSizeError,
+        ),
+    ]
+}
+
+/// Issue 18: what a client sends after its request head is judged the same whether it
+/// arrives before the response ends or after (the stream is then finished, half-closed
+/// local): never only when it happens to race the response. After the response the
+/// application hears nothing more of the stream.
+#[test]
+fn body_errors_reset_the_stream_before_and_after_the_response() {
+    for after_response in [false, true] {
+        for (name, extra, script, code) in body_errors() {
+            let when = if after_response { "after" } else { "before" };
+            let mut peer = Peer::new();
+            peer.post(1, extra);
+            assert_eq!(peer.requests().len(), 1, "{name}");
+            if after_response {
+                let sent = peer.respond(1);
+                assert!(sent.iter().all(|f| f.kind != RST), "{name}: {sent:?}");
+            }
+            script(&mut peer);
+            assert_eq!(
+                peer.expect_reset(),
+                (1, code),
+                "{name}, {when} the response"
+            );
+            if after_response {
+                assert!(peer.events.is_empty(), "{name}: {:?}", peer.events);
+            }
+            assert_eq!(peer.conn.open_streams(), 0, "{name}: stream 1 forgotten");
+            // The connection is still usable, and HPACK still in step.
+            peer.events.clear();
+            peer.get(11, &[("x-after", "1")], EH | ES);
+            let heads = peer.requests();
+            assert_eq!(heads.len(), 1, "{name}, {when}: no request after the reset");
+            assert_eq!(
+                heads[0].1.fields().next(),
+                Some((&b"x-after"[..], &b"1"[..]))
+            );
+        }
+    }
+}
+
+/// Issue 18: a request still arriving once its response ended is judged, discarded
+/// and then ends as it would have: no reset, no event, no credit re-opened.
+#[test]
+fn a_request_that_ends_after_its_response_closes_the_stream_without_a_reset() {
+    let mut peer = Peer::new();
+    peer.post(1, &[("content-length", "5")]);
+    peer.requests();
+    assert!(peer.respond(1).iter().all(|f| f.kind != RST));
+    assert!(!peer.conn.is_sending(sid(1)));
+    assert_eq!(peer.conn.send_credit(sid(1)), 0);
+    assert_eq!(peer.conn.open_streams(), 1, "half-closed (local)");
+    peer.send(&wire(DATA, 0, 1, b"abc"));
+    let mut out = Vec::new();
+    peer.conn.release(sid(1), 65_535, &mut out);
+    assert!(
+        out.is_empty(),
+        "a finished stream's window is never re-opened"
+    );
+    peer.send(&wire(DATA, 0, 1, b"de"));
+    trailers(&mut peer, &[("x-sum", "1")]);
+    peer.send(&wire(DATA, 0, 1, b"f")); // to a closed stream (§5.1): STREAM_CLOSED
+    assert!(peer.events.is_empty(), "{:?}", peer.events);
+    assert_eq!(peer.expect_reset(), (1, ErrorCode::StreamClosed));
+    assert_eq!(peer.conn.open_streams(), 0);
+}
+
+/// The bound of a finished stream: `finished_stream_frames` frames (DATA and
+/// WINDOW_UPDATE alike), then RST_STREAM(NO_ERROR) and the stream is forgotten; until
+/// then it holds its place among the concurrent streams (§5.1.2).
+#[test]
+fn a_finished_stream_is_reset_at_its_bound_and_its_place_freed() {
+    let mut peer = Peer::with(ConnConfig {
+        finished_stream_frames: 3,
+        max_concurrent_streams: 1,
+        ..ConnConfig::default()
+    });
+    peer.post(1, &[]);
+    peer.requests();
+    assert!(peer.respond(1).iter().all(|f| f.kind != RST));
+    peer.send(&wire(DATA, 0, 1, b"more"));
+    peer.send(&window_update(1, 10));
+    assert!(peer.sent().iter().all(|f| f.kind != RST));
+    peer.get(3, &[], EH | ES);
+    assert_eq!(peer.expect_reset(), (3, ErrorCode::RefusedStream));
+    // The third frame is the last.
+    peer.send(&wire(DATA, 0, 1, b"more"));
+    assert_eq!(peer.expect_reset(), (1, ErrorCode::NoError));
+    assert_eq!(peer.conn.open_streams(), 0);
+    // What was in flight is ignored (§5.4.2), and the place is free.
+    peer.send(&wire(DATA, 0, 1, b"in flight"));
+    peer.get(5, &[], EH | ES);
+    assert_eq!(peer.result, Ok(()));
+    assert_eq!(peer.requests().len(), 1);
+    assert!(peer.sent().iter().all(|f| f.kind != RST));
+    assert!(peer.events.is_empty());
+}
+
+/// Octets are bounded by the window the stream had when its response ended, which is
+/// never re-opened: a peer that used it up can send nothing more, so it is told to stop
+/// at once rather than left waiting for credit.
+#[test]
+fn a_finished_stream_with_no_window_left_is_reset() {
+    // Used up after the response...
+    let mut peer = Peer::new();
+    peer.post(1, &[]);
+    peer.requests();
+    assert!(peer.respond(1).iter().all(|f| f.kind != RST));
+    for _ in 0..3 {
+        peer.send(&wire(DATA, 0, 1, &[0; 16_384]));
+    }
+    assert!(peer.sent().iter().all(|f| f.kind != RST));
+    peer.send(&wire(DATA, 0, 1, &[0; 16_383]));
+    assert_eq!(peer.expect_reset(), (1, ErrorCode::NoError));
+    // ...or before it.
+    let mut peer = Peer::new();
+    peer.post(1, &[]);
+    for _ in 0..3 {
+        peer.send(&wire(DATA, 0, 1, &[0; 16_384]));
+    }
+    peer.send(&wire(DATA, 0, 1, &[0; 16_383]));
+    peer.sent();
+    let sent = peer.respond(1);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!((sent[1].kind, sent[1].stream), (RST, 1));
+    assert_eq!(sent[1].payload, (ErrorCode::NoError as u32).to_be_bytes());
+    assert_eq!(peer.conn.open_streams(), 0);
+}
+
+#[test]
+fn a_peer_reset_of_a_finished_stream_is_no_rapid_reset() {
+    let mut peer = Peer::with(ConnConfig {
+        peer_reset_budget: 2,
+        ..ConnConfig::default()
+    });
+    for i in 0..10 {
+        let id = 1 + 2 * i;
+        peer.post(id, &[]);
+        peer.respond(id);
+        peer.send(&wire(RST, 0, id, &[0, 0, 0, 8]));
+        assert_eq!(peer.result, Ok(()), "at {i}");
+    }
+    assert!(
+        peer.events
+            .iter()
+            .all(|e| matches!(e, Event::Request { .. })),
+        "{:?}",
+        peer.events
+    );
+    assert_eq!(peer.conn.open_streams(), 0);
+}
+
+#[test]
+fn a_request_still_arriving_holds_up_no_shutdown() {
+    let mut peer = Peer::new();
+    peer.post(1, &[]);
+    peer.respond(1);
+    let mut out = Vec::new();
+    peer.conn.go_away(&mut out);
+    assert!(peer.conn.is_done(), "every response has ended");
+}
+
+/// After the response, a HEADERS on a stream whose request had ended finds it closed:
+/// a connection error (§5.1, closed), where before the response it is a stream error.
+#[test]
+fn headers_after_end_stream_and_the_response_is_a_connection_error() {
+    let mut peer = Peer::new();
+    peer.get(1, &[], EH | ES);
+    peer.respond(1);
+    let block = peer.block(&[("x", "y")]);
+    peer.send(&wire(HEADERS, EH | ES, 1, &block));
+    assert_eq!(peer.expect_goaway(), (1, ErrorCode::StreamClosed));
 }
 
 /// RFC 9113 §8.3.1 does not make a request without `:authority` or `host` malformed on
@@ -1040,8 +1279,11 @@ fn a_trailer_value_with_a_control_character_is_a_protocol_error() {
 }
 
 #[test]
-fn a_response_before_the_body_ended_stops_the_body() {
-    let mut peer = Peer::new();
+fn with_no_finished_stream_bound_a_response_before_the_body_ended_stops_the_body() {
+    let mut peer = Peer::with(ConnConfig {
+        finished_stream_frames: 0,
+        ..ConnConfig::default()
+    });
     peer.post(1, &[]);
     let mut out = Vec::new();
     peer.conn.send_head(sid(1), 413, [], true, &mut out);
@@ -1256,7 +1498,11 @@ fn a_request_whose_block_ends_after_goaway_is_not_opened() {
 
 #[test]
 fn data_in_flight_after_we_ended_every_concurrent_stream_is_ignored() {
-    let mut peer = Peer::new();
+    // Reset at once, not judged: what is measured is how many resets are remembered.
+    let mut peer = Peer::with(ConnConfig {
+        finished_stream_frames: 0,
+        ..ConnConfig::default()
+    });
     let streams: Vec<u32> = (0..100).map(|i| 1 + 2 * i).collect();
     for &id in &streams {
         peer.post(id, &[]);
