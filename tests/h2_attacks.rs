@@ -219,6 +219,7 @@ async fn slow_peers_are_closed_after_their_timeouts() {
     // Handshake: the preface and nothing more.
     let mut handshake = Raw::new(TcpStream::connect(server.addr).await.unwrap());
     handshake.out.truncate(24);
+    handshake.acks_settings = false;
     handshake.flush().await;
     // Header read: a HEADERS without END_HEADERS, never continued (slowloris).
     let mut head = attacker(&server).await;
@@ -536,4 +537,33 @@ async fn a_finished_stream_is_reset_at_its_bound_and_frees_its_place() {
     let frames = raw.response_end(5).await;
     let head = frames.iter().find(|f| f.kind == FrameType::Headers as u8);
     assert_eq!(raw.status(head.expect("a response head")), "200");
+}
+
+/// Issue 18, RFC 9113 §6.5.3: a client that never acknowledges wedge's SETTINGS is
+/// served meanwhile, then sent GOAWAY SETTINGS_TIMEOUT; one that did is not, though it
+/// connected first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_never_acknowledged_end_the_connection_with_settings_timeout() {
+    let server = binary_with(&["--h2-settings-timeout", "500ms"]).await;
+    // Acknowledges the server's SETTINGS as it reads them, before its request's answer.
+    let mut acked = attacker(&server).await;
+    acked.get(1, "/");
+    acked.flush().await;
+    acked.response_end(1).await;
+    // Answered after the ACK it follows: the server has taken the ACK.
+    until_ping_ack(&mut acked).await;
+    let mut never = attacker(&server).await;
+    never.acks_settings = false;
+    never.get(1, "/");
+    never.flush().await;
+    never.response_end(1).await;
+    assert_eq!(never.goaway().await, ErrorCode::SettingsTimeout);
+    // The first client's deadline has passed too: its ACK took it away.
+    acked.get(3, "/");
+    acked.flush().await;
+    let frames = acked.response_end(3).await;
+    assert!(
+        frames.iter().all(|f| f.kind != FrameType::GoAway as u8),
+        "{frames:?}"
+    );
 }

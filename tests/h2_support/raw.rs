@@ -36,6 +36,9 @@ pub struct Raw<IO> {
     pub decoder: Decoder,
     buf: Vec<u8>,
     pub out: Vec<u8>,
+    /// Whether the server's SETTINGS are acknowledged as [`Raw::next`] reads them, as a
+    /// client library does (else the server's SETTINGS timeout ends the connection).
+    pub acks_settings: bool,
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> Raw<IO> {
@@ -49,6 +52,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Raw<IO> {
             decoder: Decoder::default(),
             buf: Vec::new(),
             out,
+            acks_settings: true,
         }
     }
 
@@ -168,6 +172,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Raw<IO> {
                     self.buf.drain(..end);
                     if std::env::var_os("RAW_TRACE").is_some() {
                         eprintln!("recv {frame:?}");
+                    }
+                    if self.acks_settings
+                        && frame.kind == FrameType::Settings as u8
+                        && frame.flags & flags::ACK == 0
+                    {
+                        let mut ack = Vec::new();
+                        frame::encode_settings_ack(&mut ack);
+                        // A server that already closed is fine.
+                        let _ = self.io.write_all(&ack).await;
                     }
                     return Some(frame);
                 }

@@ -64,6 +64,10 @@ engine_flags! {
         /// Time a client has for the connection preface and its first SETTINGS.
         h2_handshake_timeout: humantime::Duration => handshake_timeout;
 
+        /// Time a client has to acknowledge wedge's SETTINGS; then GOAWAY
+        /// SETTINGS_TIMEOUT.
+        h2_settings_timeout: humantime::Duration => settings_timeout;
+
         /// Time a client has to finish a request header block it started (slowloris).
         h2_header_read_timeout: humantime::Duration => header_read_timeout;
 
@@ -120,6 +124,7 @@ mod tests {
             "--h2-finished-stream-frames=11",
             "--h2-stream-send-buffer=4096",
             "--h2-handshake-timeout=1s",
+            "--h2-settings-timeout=6s",
             "--h2-header-read-timeout=2s",
             "--h2-idle-timeout=3m",
             "--h2-zero-window-timeout=4s",
@@ -146,6 +151,7 @@ mod tests {
                 },
                 stream_send_buffer: 4096,
                 handshake_timeout: Duration::from_secs(1),
+                settings_timeout: Duration::from_secs(6),
                 header_read_timeout: Duration::from_secs(2),
                 idle_timeout: Duration::from_secs(180),
                 zero_window_timeout: Duration::from_secs(4),

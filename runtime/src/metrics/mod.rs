@@ -66,7 +66,8 @@ struct ProtocolLabels {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CloseReason {
     /// No protocol within the handshake timeout: the TLS handshake, or the first bytes
-    /// on the cleartext port (or HTTP/2's preface and SETTINGS), did not arrive in time.
+    /// on the cleartext port (or HTTP/2's preface and SETTINGS, or its ACK of ours),
+    /// did not arrive in time.
     HandshakeTimeout,
     /// The TLS handshake failed (not TLS, no shared version or cipher, ...).
     TlsError,

@@ -17,6 +17,9 @@ pub struct H2Config {
     pub stream_send_buffer: usize,
     /// Time for the client preface and first SETTINGS.
     pub handshake_timeout: Duration,
+    /// Time for the client to acknowledge our SETTINGS (RFC 9113 §6.5.3); then GOAWAY
+    /// SETTINGS_TIMEOUT.
+    pub settings_timeout: Duration,
     /// Time to finish a request header block once started (slowloris).
     pub header_read_timeout: Duration,
     /// A connection with no open streams is closed after this long.
@@ -38,6 +41,7 @@ impl Default for H2Config {
             core: ConnConfig::default(),
             stream_send_buffer: 16 * 1024,
             handshake_timeout: Duration::from_secs(10),
+            settings_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),
             zero_window_timeout: Duration::from_secs(30),

@@ -151,6 +151,9 @@ struct Driver<IO, H: Handler> {
     fired: bool,
     /// Since when queued octets wait on a transport that took none of them.
     write_stuck: Option<Instant>,
+    /// When our SETTINGS, staged as the connection began, must be acknowledged by
+    /// (§6.5.3); `None` once they are.
+    settings_due: Option<Instant>,
     /// The write queue's octets written when last looked at.
     last_written: u64,
     /// The core's DATA octets sent when last looked at.
@@ -205,6 +208,7 @@ where
             waiting_for: Wait::Handshake,
             fired: false,
             write_stuck: None,
+            settings_due: Some(now + config.settings_timeout),
             last_written: 0,
             last_data_sent: 0,
             closing: Closing::No,
@@ -516,10 +520,14 @@ where
         let stuck = self
             .write_stuck
             .map(|since| since + self.config.write_timeout);
-        let deadline = match (limit.map(|limit| self.since + limit), stuck) {
-            (Some(wait), Some(stuck)) => Some(wait.min(stuck)),
-            (wait, stuck) => wait.or(stuck),
-        };
+        if !self.conn.awaiting_settings_ack() {
+            self.settings_due = None;
+        }
+        let waited = limit.map(|limit| self.since + limit);
+        let deadline = [waited, stuck, self.settings_due]
+            .into_iter()
+            .flatten()
+            .min();
         if deadline != self.deadline {
             self.deadline = deadline;
             if let Some(deadline) = deadline {
@@ -538,6 +546,17 @@ where
             self.fault.get_or_insert(CloseReason::WriteTimeout);
             // Nothing more can reach the peer, a GOAWAY included.
             self.closing = Closing::Abandon;
+            return true;
+        }
+        if deadline != waited {
+            tracing::debug!(
+                "http/2 connection closed: our SETTINGS unacknowledged for {:?}",
+                self.config.settings_timeout
+            );
+            self.fault.get_or_insert(CloseReason::HandshakeTimeout);
+            self.settings_due = None;
+            self.conn.settings_timed_out(self.queue.stage());
+            self.close_now();
             return true;
         }
         let (what, reason) = match wait {

@@ -947,6 +947,17 @@ impl Connection {
         self.block.is_some()
     }
 
+    /// Whether our SETTINGS still await the peer's ACK (the SETTINGS timeout, §6.5.3).
+    pub fn awaiting_settings_ack(&self) -> bool {
+        self.settings_unacked && !matches!(self.phase, Phase::Failed(_))
+    }
+
+    /// Our SETTINGS went unacknowledged too long (§6.5.3): the connection error
+    /// SETTINGS_TIMEOUT, its GOAWAY appended to `out`. The caller keeps the clock.
+    pub fn settings_timed_out(&mut self, out: &mut Vec<u8>) -> ConnectionError {
+        self.fail(ErrorCode::SettingsTimeout, out)
+    }
+
     /// Appends trailers ending the response (§8.1).
     pub fn send_trailers<'f>(
         &mut self,

@@ -897,6 +897,22 @@ fn headers_after_end_stream_and_the_response_is_a_connection_error() {
     assert_eq!(peer.expect_goaway(), (1, ErrorCode::StreamClosed));
 }
 
+/// RFC 9113 §6.5.3: the core keeps no clock; it says whether its SETTINGS still await an
+/// ACK, and the driver's timeout ends the connection with SETTINGS_TIMEOUT.
+#[test]
+fn unacknowledged_settings_can_time_out_with_settings_timeout() {
+    let mut peer = Peer::new();
+    peer.get(1, &[], EH | ES);
+    assert!(peer.conn.awaiting_settings_ack(), "requests are no ACK");
+    let err = peer.conn.settings_timed_out(&mut peer.out);
+    peer.result = Err(err);
+    assert_eq!(peer.expect_goaway(), (1, ErrorCode::SettingsTimeout));
+    assert!(!peer.conn.awaiting_settings_ack(), "the connection is over");
+    let mut peer = Peer::new();
+    peer.send(&wire(SETTINGS, flags::ACK, 0, &[]));
+    assert!(!peer.conn.awaiting_settings_ack());
+}
+
 /// RFC 9113 §8.3.1 does not make a request without `:authority` or `host` malformed on
 /// HTTP/2 (HTTP/3 requires one), and a `host` that agrees with `:authority` is fine.
 #[test]
