@@ -170,7 +170,16 @@ fn pipe<H: Handler>(
     handler: H,
     config: H2Config,
 ) -> (Raw<DuplexStream>, Wire, watch::Sender<bool>) {
-    let (client, server) = tokio::io::duplex(1 << 20);
+    pipe_of(1 << 20, handler, config)
+}
+
+/// [`pipe`] holding at most `octets` the client has not read.
+fn pipe_of<H: Handler>(
+    octets: usize,
+    handler: H,
+    config: H2Config,
+) -> (Raw<DuplexStream>, Wire, watch::Sender<bool>) {
+    let (client, server) = tokio::io::duplex(octets);
     let wire = Wire::default();
     let io = TestIo {
         inner: server,
@@ -1136,4 +1145,63 @@ async fn an_unbounded_stream_limit_still_serves() {
     raw.get(1, "/");
     raw.flush().await;
     raw.response_end(1).await;
+}
+
+/// The DATA frames of `stream` among `frames`, as (payload length, END_STREAM).
+fn data_frames(frames: &[h2_support::raw::Received], stream: u32) -> Vec<(usize, bool)> {
+    frames
+        .iter()
+        .filter(|f| f.kind == 0x0 && f.stream == stream)
+        .map(|f| (f.payload.len(), f.flags & flags::END_STREAM != 0))
+        .collect()
+}
+
+/// Issue 18: a body whose end shows only when polled after its last chunk (as a
+/// guest's does) ends on that chunk's DATA frame, not on an empty one of its own.
+#[tokio::test]
+async fn a_body_that_ends_right_after_its_last_chunk_ends_on_that_data_frame() {
+    let (mut raw, _wire, _shutdown) = pipe(SixteenOctets, H2Config::default());
+    handshake(&mut raw).await;
+    raw.get(1, "/");
+    raw.flush().await;
+    let frames = raw.response_end(1).await;
+    assert_eq!(data_frames(&frames, 1), [(16, true)]);
+}
+
+/// `/big` is 8 KiB at once; anything else a chunk, then the end once the connection has
+/// taken the chunk (a guest whose call returns after its last write).
+struct LateEnd;
+
+impl Handler for LateEnd {
+    type Body = ResponseBody;
+    type Future = std::future::Ready<Response<ResponseBody>>;
+
+    fn call(&self, head: &RequestHead, _: RequestBody) -> Self::Future {
+        static BIG: [u8; 8 * 1024] = [b'b'; 8 * 1024];
+        if head.path() == b"/big" {
+            return std::future::ready(Response::new(ResponseBody::text(&BIG[..])));
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tokio::spawn(async move {
+            tx.send(Bytes::from_static(b"last chunk")).await.unwrap();
+            // Capacity comes back once the connection took the chunk, which it stages
+            // there and then: the end follows a chunk already staged.
+            let _ = tx.reserve().await;
+        });
+        let body = ChannelBody(rx).map_err(|never| match never {});
+        std::future::ready(Response::new(ResponseBody::Stream(body.boxed_unsync())))
+    }
+}
+
+/// Issue 18: the end of a body that comes after its last chunk was staged, while a write
+/// still in flight holds that chunk's DATA frame back, goes on that frame.
+#[tokio::test]
+async fn a_body_that_ends_while_its_last_chunk_waits_to_be_written_ends_on_that_data_frame() {
+    // A pipe of 1 KiB: the 8 KiB answer to /big stays in flight until the client reads.
+    let (mut raw, _wire, _shutdown) = pipe_of(1024, LateEnd, H2Config::default());
+    handshake(&mut raw).await;
+    raw.settings_ack().get(1, "/big").get(3, "/late");
+    raw.flush().await;
+    let frames = raw.response_end(3).await;
+    assert_eq!(data_frames(&frames, 3), [(10, true)]);
 }

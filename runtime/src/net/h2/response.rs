@@ -10,7 +10,7 @@ use bytes::{Buf, Bytes};
 use wedge_proto::h2::conn::Connection;
 use wedge_proto::h2::{ErrorCode, StreamId};
 
-use super::write_queue::{TurnWaiter, WriteQueue};
+use super::write_queue::{Staged, TurnWaiter, WriteQueue};
 use crate::net::handler::ResponseStream;
 use crate::net::response_fields::fields;
 
@@ -39,6 +39,8 @@ pub(super) struct Outgoing<B> {
     body: B,
     pending: Bytes,
     pub(super) waiter: TurnWaiter,
+    /// The stream's last DATA frame: while it waits unwritten, the body's end goes on it.
+    last_data: Option<Staged>,
 }
 
 impl<B: ResponseStream> Outgoing<B> {
@@ -47,6 +49,7 @@ impl<B: ResponseStream> Outgoing<B> {
             body,
             pending: Bytes::new(),
             waiter: TurnWaiter::default(),
+            last_data: None,
         }
     }
 
@@ -102,6 +105,7 @@ impl<B: ResponseStream> Outgoing<B> {
             if !self.pending.is_empty() {
                 let n = credit.min(self.pending.len());
                 let end = n == self.pending.len() && self.body.is_end_stream();
+                self.last_data = Some(queue.next_frame());
                 conn.send_data(id, &self.pending[..n], end, queue.stage());
                 queue.staged(&mut self.waiter, n);
                 self.pending.advance(n);
@@ -113,10 +117,7 @@ impl<B: ResponseStream> Outgoing<B> {
             // Only now, with credit or nothing pending, is the next chunk taken (DESIGN 4.1).
             match Pin::new(&mut self.body).poll_frame(cx) {
                 Poll::Pending => return Progress::Parked,
-                Poll::Ready(None) => {
-                    conn.send_data(id, &[], true, queue.stage());
-                    return Progress::Done;
-                }
+                Poll::Ready(None) => return self.end(conn, id, queue),
                 Poll::Ready(Some(Err(err))) => {
                     tracing::debug!("stream {}: response body failed: {err}", id.get());
                     conn.reset(id, ErrorCode::InternalError, queue.stage());
@@ -133,9 +134,20 @@ impl<B: ResponseStream> Outgoing<B> {
                 },
             }
             if self.pending.is_empty() && self.body.is_end_stream() {
-                conn.send_data(id, &[], true, queue.stage());
-                return Progress::Done;
+                return self.end(conn, id, queue);
             }
         }
+    }
+
+    /// The body ended after its last chunk was staged (a guest's body learns its end
+    /// only once the call returns): END_STREAM goes on that chunk's DATA frame if no
+    /// write has taken it yet, else on an empty DATA frame of its own.
+    fn end(&mut self, conn: &mut Connection, id: StreamId, queue: &mut WriteQueue) -> Progress {
+        let unwritten = self.last_data.take().and_then(|at| queue.unwritten(at));
+        let ended = unwritten.is_some_and(|(stage, at)| conn.end_stream_on_staged(id, stage, at));
+        if !ended {
+            conn.send_data(id, &[], true, queue.stage());
+        }
+        Progress::Done
     }
 }

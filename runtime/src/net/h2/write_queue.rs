@@ -31,6 +31,14 @@ pub(super) struct WriteQueue {
     total_written: u64,
 }
 
+/// Where a frame was staged: its turn and offset. It may still be amended while that
+/// turn has not started to be written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Staged {
+    turn: u64,
+    at: usize,
+}
+
 /// A writer's place in the queue: the turn it staged in and how much.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct TurnWaiter {
@@ -47,6 +55,21 @@ impl WriteQueue {
     /// Whether nothing is staged or in flight.
     pub(super) fn is_empty(&self) -> bool {
         self.stage.is_empty() && self.in_flight.is_empty()
+    }
+
+    /// Where the next frame staged will be.
+    pub(super) fn next_frame(&self) -> Staged {
+        Staged {
+            turn: self.started + 1,
+            at: self.stage.len(),
+        }
+    }
+
+    /// The stage and the offset of the frame staged at `staged`, if no write has taken
+    /// it yet.
+    pub(super) fn unwritten(&mut self, staged: Staged) -> Option<(&mut Vec<u8>, usize)> {
+        let waiting = staged.turn == self.started + 1 && staged.at < self.stage.len();
+        waiting.then_some((&mut self.stage, staged.at))
     }
 
     /// Octets staged or in flight, not yet taken by the transport.
@@ -138,5 +161,21 @@ mod tests {
             Poll::Ready(Ok(true))
         ));
         assert_eq!(queue.allowance(&waiter, 100), 100, "a new turn");
+    }
+
+    #[test]
+    fn a_staged_frame_can_be_amended_until_its_turn_is_written() {
+        let mut queue = WriteQueue::default();
+        queue.stage().extend_from_slice(b"ab");
+        let staged = queue.next_frame();
+        queue.stage().extend_from_slice(b"cd");
+        let (stage, at) = queue.unwritten(staged).unwrap();
+        assert_eq!(&stage[at..], b"cd");
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut sink = Vec::new();
+        assert!(queue.poll_write(&mut sink, &mut cx).is_ready());
+        queue.stage().extend_from_slice(b"efgh");
+        assert!(queue.unwritten(staged).is_none(), "written with its turn");
     }
 }

@@ -891,6 +891,26 @@ impl Connection {
         }
     }
 
+    /// Ends the stream on its DATA frame at `out[at..]`, appended earlier and not yet
+    /// written, instead of with an empty DATA frame of its own: a body whose end is
+    /// learnt only after its last chunk was staged still ends on that chunk. `false`,
+    /// changing nothing, unless that frame is this stream's and the response is under
+    /// way; nothing of the stream may follow it in `out`.
+    pub fn end_stream_on_staged(&mut self, id: StreamId, out: &mut Vec<u8>, at: usize) -> bool {
+        let Some(head) = out.get(at..).and_then(FrameHead::decode) else {
+            return false;
+        };
+        let ends = head.kind == frame::FrameType::Data as u8
+            && head.stream_id == id
+            && head.flags & frame::flags::END_STREAM == 0
+            && self.is_sending(id);
+        if ends {
+            frame::set_end_stream(&mut out[at..]);
+            self.close_send(id, out);
+        }
+        ends
+    }
+
     /// Our END_STREAM went out. A stream whose request had ended closes; one whose
     /// request is still coming is finished: judged until it ends or reaches its bound
     /// ([`Connection::finished_frame`]), or refused at once if the peer has no window left

@@ -897,6 +897,41 @@ fn headers_after_end_stream_and_the_response_is_a_connection_error() {
     assert_eq!(peer.expect_goaway(), (1, ErrorCode::StreamClosed));
 }
 
+/// A body whose end is learnt only after its last chunk was staged still ends on that
+/// chunk's DATA frame, while the frame has not been written.
+#[test]
+fn a_staged_last_data_frame_takes_the_end_of_the_stream() {
+    let mut peer = Peer::new();
+    peer.get(1, &[], EH | ES);
+    peer.get(3, &[], EH | ES);
+    let mut out = Vec::new();
+    peer.conn.send_head(sid(1), 200, [], false, &mut out);
+    let at = out.len();
+    peer.conn.send_data(sid(1), b"last", false, &mut out);
+    assert!(
+        !peer.conn.end_stream_on_staged(sid(3), &mut out, at),
+        "another stream's"
+    );
+    assert!(
+        !peer.conn.end_stream_on_staged(sid(1), &mut out, 0),
+        "not DATA"
+    );
+    assert!(peer.conn.end_stream_on_staged(sid(1), &mut out, at));
+    assert!(
+        !peer.conn.end_stream_on_staged(sid(1), &mut out, at),
+        "ended already"
+    );
+    assert!(!peer.conn.is_sending(sid(1)));
+    peer.out = out;
+    let sent = peer.sent();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(
+        (sent[1].kind, sent[1].flags, &sent[1].payload[..]),
+        (DATA, ES, &b"last"[..])
+    );
+    assert_eq!(peer.conn.open_streams(), 1, "stream 3 alone");
+}
+
 /// RFC 9113 §6.5.3: the core keeps no clock; it says whether its SETTINGS still await an
 /// ACK, and the driver's timeout ends the connection with SETTINGS_TIMEOUT.
 #[test]

@@ -37,6 +37,13 @@ pub fn encode_data_head(buf: &mut Vec<u8>, stream_id: StreamId, len: usize, end_
     FrameHead::new(FrameType::Data, flags, stream_id, len).encode(buf);
 }
 
+/// Sets END_STREAM on the encoded DATA frame at the start of `frame`, flags being the
+/// fifth octet of every frame header (§4.1).
+pub fn set_end_stream(frame: &mut [u8]) {
+    debug_assert_eq!(frame[3], FrameType::Data as u8);
+    frame[4] |= flags::END_STREAM;
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::Frame;
@@ -122,6 +129,15 @@ mod tests {
         let mut buf = Vec::new();
         encode_data_head(&mut buf, StreamId::new(9), 3, true);
         buf.extend_from_slice(b"end");
+        assert_eq!(parse(&buf), Ok(data(9, true, b"end", 3)));
+    }
+
+    #[test]
+    fn end_stream_can_be_set_on_an_encoded_frame() {
+        let mut buf = Vec::new();
+        encode_data_head(&mut buf, StreamId::new(9), 3, false);
+        buf.extend_from_slice(b"end");
+        set_end_stream(&mut buf);
         assert_eq!(parse(&buf), Ok(data(9, true, b"end", 3)));
     }
 

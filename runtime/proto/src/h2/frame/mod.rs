@@ -17,7 +17,7 @@ mod settings;
 mod window_update;
 
 pub use continuation::Continuation;
-pub use data::{Data, encode_data_head};
+pub use data::{Data, encode_data_head, set_end_stream};
 pub use goaway::{GoAway, encode_goaway};
 pub use head::{FrameHead, FrameType, MAX_FRAME_LEN, StreamId};
 pub use headers::{Headers, encode_headers};
