@@ -1,7 +1,9 @@
 //! Guest stdout/stderr, forwarded line by line to wedge's log and tagged with
 //! the app's name, within the app's output budget (`limits::guest_output`). The
-//! lines wedge itself writes because of a guest's calls (an outbound request denied)
-//! are the app's too, and share its budget: a guest can cause one per host call.
+//! lines wedge itself writes because of a guest's calls or its clients' requests (an
+//! outbound request denied, a fault) are the app's too: a guest can cause one per host
+//! call. They have a budget of their own, of the same size, so that what a guest
+//! prints can never crowd out the line telling why it was stopped.
 
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
@@ -38,7 +40,10 @@ pub enum Channel {
 /// count of what the budget dropped.
 pub struct GuestOutput {
     app: Arc<str>,
+    /// For the guest's stdout and stderr.
     budget: Arc<OutputBudget>,
+    /// For wedge's lines about the app.
+    notices: Arc<OutputBudget>,
     metrics: Arc<AppMetrics>,
 }
 
@@ -46,6 +51,7 @@ impl GuestOutput {
     pub fn new(app: Arc<str>, budget: OutputBudget, metrics: Arc<AppMetrics>) -> Self {
         GuestOutput {
             app,
+            notices: Arc::new(OutputBudget::new(budget.rate(), budget.burst())),
             budget: Arc::new(budget),
             metrics,
         }
@@ -60,25 +66,27 @@ impl GuestOutput {
         Arc::new(GuestOutput {
             app: self.app.clone(),
             budget: self.budget.clone(),
+            notices: self.notices.clone(),
             metrics,
         })
     }
 
-    /// Whether a line of `text` octets fits the budget; one that does not is counted
-    /// as `dropped` octets of the app's output.
-    fn admit(&self, text: usize, dropped: u64) -> bool {
+    /// Whether a line of `text` octets fits `budget` (the guest's, or wedge's notices',
+    /// named by `what`); one that does not is counted as `dropped` octets of the app's
+    /// output.
+    fn admit(&self, budget: &OutputBudget, what: &str, text: usize, dropped: u64) -> bool {
         let cost = text as u64 + LINE_OVERHEAD;
-        let verdict = self.budget.line(cost, Instant::now());
+        let verdict = budget.line(cost, Instant::now());
         if !verdict.kept {
             self.metrics.guest_output_dropped(dropped);
         }
         if let Some(over) = verdict.report {
             tracing::warn!(
                 "app `{}`: guest output over its budget ({}/s, burst {}): \
-                 {over} bytes of stdout/stderr and wedge's lines about it dropped",
+                 {over} bytes of {what} dropped",
                 self.app,
-                Size(self.budget.rate()),
-                Size(self.budget.burst()),
+                Size(budget.rate()),
+                Size(budget.burst()),
             );
         }
         verdict.kept
@@ -88,7 +96,12 @@ impl GuestOutput {
     fn line(&self, channel: Channel, line: &[u8]) {
         let text = String::from_utf8_lossy(line);
         let text = printable(text.trim_end_matches('\r'));
-        if !self.admit(text.len(), line.len() as u64 + 1) {
+        if !self.admit(
+            &self.budget,
+            "stdout/stderr",
+            text.len(),
+            line.len() as u64 + 1,
+        ) {
             return;
         }
         let app = &*self.app;
@@ -117,8 +130,13 @@ impl GuestOutput {
     fn admit_text(&self, message: fmt::Arguments<'_>) -> Option<String> {
         // What a guest chose (a name, an error's text) may be in it.
         let text = printable(&message.to_string()).into_owned();
-        self.admit(text.len(), text.len() as u64 + 1)
-            .then_some(text)
+        self.admit(
+            &self.notices,
+            "wedge's lines about it",
+            text.len(),
+            text.len() as u64 + 1,
+        )
+        .then_some(text)
     }
 }
 
