@@ -1,5 +1,6 @@
 //! `wedge.toml`: the listeners and the apps (`[[app]]`) one wedge hosts, each
-//! with its routes, limits, outbound allow-list, env and config values.
+//! with its routes, limits, outbound allow-list, env and config values, key-value
+//! store.
 //!
 //! Loading reports every problem at once, each as `file:line: key: message`,
 //! so an operator fixes a file in one pass. See `examples/wedge.toml` for
@@ -15,6 +16,7 @@ mod dev;
 mod errors;
 pub mod hex;
 mod ip_class;
+pub mod keyvalue;
 pub mod limits;
 pub mod oci;
 pub mod outbound;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use toml::de::DeTable;
 
 use crate::admission::AdmissionLimits;
+use crate::keyvalue::{self, Backend, KeyValue};
 use crate::limits::{Limits, Reuse};
 use crate::oci::{Reference, SCHEME};
 use crate::outbound::{HostPattern, Outbound};
@@ -255,6 +256,7 @@ struct Settings {
     outbound: Outbound,
     env: BTreeMap<String, String>,
     config: BTreeMap<String, String>,
+    keyvalue: KeyValue,
 }
 
 /// The settings keys of `table`; any other key left in it is reported unknown.
@@ -269,6 +271,7 @@ fn settings(doc: &mut Doc, mut table: Table) -> Settings {
     });
     let env = strings(doc, table.take("env"), env_name);
     let config = strings(doc, table.take("config"), config_key);
+    let keyvalue = keyvalue(doc, table.take("keyvalue"));
     table.finish(doc);
     Settings {
         routes,
@@ -277,6 +280,7 @@ fn settings(doc: &mut Doc, mut table: Table) -> Settings {
         outbound,
         env,
         config,
+        keyvalue,
     }
 }
 
@@ -300,6 +304,7 @@ impl Settings {
             outbound: self.outbound,
             env: self.env,
             config: self.config,
+            keyvalue: self.keyvalue,
         };
         (app, sites)
     }
@@ -454,6 +459,49 @@ fn limits(doc: &mut Doc, field: Option<Field>) -> (Limits, AdmissionLimits, Outb
     };
     table.finish(doc);
     (limits, admission, outbound)
+}
+
+/// `[app.keyvalue]`: the app's store and its quotas; each key not given keeps its
+/// default.
+fn keyvalue(doc: &mut Doc, field: Option<Field>) -> KeyValue {
+    let defaults = KeyValue::default();
+    let Some(mut table) = field.and_then(|field| field.table(doc)) else {
+        return defaults;
+    };
+    let backend = table.take("backend");
+    let buckets = table.take("buckets");
+    let mut take = |name| table.take(name);
+    let settings = KeyValue {
+        backend: backend
+            .and_then(|f| f.parse(doc, Backend::parse))
+            .unwrap_or(defaults.backend),
+        buckets: match buckets {
+            Some(field) => list(doc, Some(field), |item, doc| {
+                item.parse(doc, keyvalue::bucket_name)
+            }),
+            None => defaults.buckets,
+        },
+        max_keys: take("max_keys")
+            .and_then(|f| f.count(doc, 0))
+            .unwrap_or(defaults.max_keys),
+        max_key_size: take("max_key_size")
+            .and_then(|f| f.size(doc).filter(|n| positive(doc, &f, *n > 0)))
+            .unwrap_or(defaults.max_key_size),
+        max_value_size: take("max_value_size")
+            .and_then(|f| f.size(doc))
+            .unwrap_or(defaults.max_value_size),
+        max_bytes: take("max_bytes")
+            .and_then(|f| f.size(doc))
+            .unwrap_or(defaults.max_bytes),
+        max_in_flight: take("max_in_flight")
+            .and_then(|f| f.count(doc, 1))
+            .unwrap_or(defaults.max_in_flight),
+        timeout: take("timeout")
+            .and_then(|f| positive_duration(doc, &f))
+            .unwrap_or(defaults.timeout),
+    };
+    table.finish(doc);
+    settings
 }
 
 fn positive_duration(doc: &mut Doc, field: &Field) -> Option<Duration> {

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::admission::AdmissionLimits;
+use crate::keyvalue::KeyValue;
 use crate::limits::Limits;
 use crate::oci::Reference;
 use crate::outbound::Outbound;
@@ -95,4 +96,6 @@ pub struct AppConfig {
     pub env: BTreeMap<String, String>,
     /// `[app.config]`: values the guest reads through `wasi:config/store`.
     pub config: BTreeMap<String, String>,
+    /// `[app.keyvalue]`: its `wasi:keyvalue` store and quotas.
+    pub keyvalue: KeyValue,
 }

@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::admission::AdmissionLimits;
+use crate::keyvalue::{Backend, KeyValue};
 use crate::limits::{Limits, Reuse};
 use crate::outbound::Outbound;
 use crate::routes::Route;
@@ -68,6 +69,15 @@ instance_idle = "250ms"
 MODE = "prod"
 [app.config]
 "db.url" = "postgres://db"
+[app.keyvalue]
+backend = "redis://127.0.0.1:6379"
+buckets = ["default", "sessions"]
+max_keys = 10
+max_key_size = "64B"
+max_value_size = "4KiB"
+max_bytes = "1MiB"
+max_in_flight = 2
+timeout = "250ms"
 "#,
     );
     let base = Path::new("/etc/wedge");
@@ -128,6 +138,16 @@ MODE = "prod"
         },
         env: [("MODE".into(), "prod".into())].into(),
         config: [("db.url".into(), "postgres://db".into())].into(),
+        keyvalue: KeyValue {
+            backend: Backend::parse("redis://127.0.0.1:6379").unwrap(),
+            buckets: vec!["default".into(), "sessions".into()],
+            max_keys: 10,
+            max_key_size: 64,
+            max_value_size: 4096,
+            max_bytes: 1 << 20,
+            max_in_flight: 2,
+            timeout: Duration::from_millis(250),
+        },
     };
     assert_eq!(config.apps, [app]);
 }
@@ -163,6 +183,8 @@ fn keys_left_out_take_their_defaults() {
     assert_eq!(app.admission, AdmissionLimits::default());
     assert_eq!(app.outbound, Outbound::default());
     assert!(app.env.is_empty() && app.config.is_empty());
+    assert_eq!(app.keyvalue, KeyValue::default());
+    assert_eq!(app.keyvalue.backend, Backend::Embedded);
     let underscored = parse_ok(&with_app("limits.queue = 1_000\nlimits.max_body = 0x10"));
     assert_eq!(underscored.apps[0].admission.queue, 1000);
     assert_eq!(underscored.apps[0].limits.max_body, 16);
@@ -176,7 +198,7 @@ fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
     let cases: &[(&str, &str)] = &[
         (
             "bogus = 1",
-            "wedge.toml:5: app[0].bogus: unknown key `bogus`; known keys: name, component, routes, limits, outbound, env, config",
+            "wedge.toml:5: app[0].bogus: unknown key `bogus`; known keys: name, component, routes, limits, outbound, env, config, keyvalue",
         ),
         (
             "routes = \"/x\"",
@@ -270,6 +292,34 @@ fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
         (
             "config.\"\" = \"x\"",
             "wedge.toml:5: app[0].config.: a config key must not be empty",
+        ),
+        (
+            "keyvalue.backend = \"sqlite\"",
+            "wedge.toml:5: app[0].keyvalue.backend: `sqlite` is not a key-value backend",
+        ),
+        (
+            "keyvalue.buckets = [\"a:b\"]",
+            "wedge.toml:5: app[0].keyvalue.buckets[0]: `a:b` is not a bucket name",
+        ),
+        (
+            "keyvalue.max_in_flight = 0",
+            "wedge.toml:5: app[0].keyvalue.max_in_flight: `0` is not a whole number of at least 1",
+        ),
+        (
+            "keyvalue.max_key_size = 0",
+            "wedge.toml:5: app[0].keyvalue.max_key_size: must be more than zero",
+        ),
+        (
+            "keyvalue.timeout = \"0s\"",
+            "wedge.toml:5: app[0].keyvalue.timeout: must be more than zero",
+        ),
+        (
+            "keyvalue.max_bytes = \"12\"",
+            "wedge.toml:5: app[0].keyvalue.max_bytes: `12` needs a unit",
+        ),
+        (
+            "keyvalue.quota = 1",
+            "wedge.toml:5: app[0].keyvalue.quota: unknown key `quota`; known keys: backend, buckets, max_keys, max_key_size, max_value_size, max_bytes, max_in_flight, timeout",
         ),
         (
             "config.k = \"a\\u0000b\"",
@@ -541,12 +591,14 @@ fn the_sample_config_is_accepted_and_shows_the_defaults() {
     assert_eq!(hello.outbound, outbound_defaults);
     assert!(hello.outbound.allows("api.example.com", 443));
     assert_eq!(hello.config["feature.beta"], "on");
+    assert_eq!(hello.keyvalue, KeyValue::default());
 }
 
 #[test]
 fn a_deployed_apps_settings_read_like_an_app_table_without_name_and_component() {
     let text = "routes = [\"/a\", \"a.example.com/\"]\noutbound = [\"api.example.com\"]\n\
-                [limits]\nmax_concurrent = 3\n[env]\nMODE = \"x\"\n";
+                [limits]\nmax_concurrent = 3\n[env]\nMODE = \"x\"\n\
+                [keyvalue]\nbackend = \"redis://kv:6379\"\nmax_keys = 7\n";
     let app = parse_app(text, "config", "api", Some(PathBuf::from("/data/a.wasm"))).unwrap();
     assert_eq!(app.name, "api");
     assert_eq!(
@@ -556,6 +608,8 @@ fn a_deployed_apps_settings_read_like_an_app_table_without_name_and_component() 
     assert_eq!(app.routes, routes(&["/a", "a.example.com/"]));
     assert_eq!(app.admission.max_concurrent, 3);
     assert_eq!(app.env["MODE"], "x");
+    assert_eq!(app.keyvalue.backend.to_string(), "redis://kv:6379");
+    assert_eq!(app.keyvalue.max_keys, 7);
     let empty = parse_app("", "config", "api", Some(PathBuf::from("a.wasm"))).unwrap();
     assert!(empty.routes.is_empty());
 }

@@ -1,0 +1,218 @@
+//! An app's key-value store (`[app.keyvalue]`, `--kv`): which backend holds its
+//! data, which buckets its guest may open, and its quotas. The runtime's
+//! `host::keyvalue` enforces them.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Default keys one app may keep, all its buckets together.
+pub const DEFAULT_MAX_KEYS: u64 = 100_000;
+/// Default longest key, in bytes.
+pub const DEFAULT_MAX_KEY_SIZE: u64 = 1024;
+/// Default largest value, in bytes.
+pub const DEFAULT_MAX_VALUE_SIZE: u64 = 1024 * 1024;
+/// Default bytes (keys and values) one app may keep, all its buckets together.
+pub const DEFAULT_MAX_BYTES: u64 = 100 * 1024 * 1024;
+/// Default operations of one app in flight at once, all its instances together.
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 64;
+/// Default time one operation may take before the guest gets an error.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The bucket a guest may open unless the app names others (Spin's default label).
+pub const DEFAULT_BUCKET: &str = "default";
+/// Longest bucket name: it becomes part of every key the backend stores.
+const MAX_BUCKET_NAME: usize = 64;
+
+/// Where an app's keys live.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// A crash-safe file per app in the data dir (the default).
+    #[default]
+    Embedded,
+    /// A Redis or Valkey server (`redis://` or `rediss://`), keys prefixed by app.
+    Redis(RedisUrl),
+    /// No store: every `open` is refused.
+    None,
+}
+
+impl Backend {
+    /// `embedded`, `none`, or a `redis://` / `rediss://` URL.
+    pub fn parse(text: &str) -> Result<Backend, String> {
+        match text {
+            "embedded" => Ok(Backend::Embedded),
+            "none" => Ok(Backend::None),
+            url if url.starts_with("redis://") || url.starts_with("rediss://") => {
+                RedisUrl::parse(url).map(Backend::Redis)
+            }
+            other => Err(format!(
+                "`{other}` is not a key-value backend: use `embedded`, `none`, or a \
+                 `redis://HOST:PORT` / `rediss://HOST:PORT` URL"
+            )),
+        }
+    }
+}
+
+/// Never prints a password: configs and their errors end up in logs.
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Backend::Embedded => f.write_str("embedded"),
+            Backend::None => f.write_str("none"),
+            Backend::Redis(url) => write!(f, "{url}"),
+        }
+    }
+}
+
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// A Redis URL as given (credentials included), shown without its password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisUrl(String);
+
+impl RedisUrl {
+    fn parse(text: &str) -> Result<RedisUrl, String> {
+        let (_, rest) = text.split_once("://").unwrap_or_default();
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        let host = authority.rsplit('@').next().unwrap_or_default();
+        if host.is_empty() || host.starts_with(':') {
+            return Err(format!(
+                "`{}` names no host: write redis://HOST:PORT",
+                RedisUrl(text.to_string())
+            ));
+        }
+        Ok(RedisUrl(text.to_string()))
+    }
+
+    /// The URL with its credentials, to connect with.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RedisUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some((scheme, rest)) = self.0.split_once("://") else {
+            return f.write_str(&self.0);
+        };
+        match rest.split_once('@') {
+            Some((user_info, host)) if user_info.contains(':') => {
+                let user = user_info.split(':').next().unwrap_or_default();
+                write!(f, "{scheme}://{user}:***@{host}")
+            }
+            _ => f.write_str(&self.0),
+        }
+    }
+}
+
+/// An app's key-value settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    /// `backend`: where its keys live.
+    pub backend: Backend,
+    /// `buckets`: the names its guest may `open`; `*` allows any name.
+    pub buckets: Vec<String>,
+    /// `max_keys`: keys kept, all buckets together.
+    pub max_keys: u64,
+    /// `max_key_size`: the longest key, in bytes.
+    pub max_key_size: u64,
+    /// `max_value_size`: the largest value, in bytes.
+    pub max_value_size: u64,
+    /// `max_bytes`: keys and values kept, in bytes, all buckets together.
+    pub max_bytes: u64,
+    /// `max_in_flight`: operations at once, all the app's instances together; more
+    /// fail at once.
+    pub max_in_flight: u32,
+    /// `timeout`: how long one operation may take before it fails.
+    pub timeout: Duration,
+}
+
+impl Default for KeyValue {
+    fn default() -> Self {
+        KeyValue {
+            backend: Backend::default(),
+            buckets: vec![DEFAULT_BUCKET.to_string()],
+            max_keys: DEFAULT_MAX_KEYS,
+            max_key_size: DEFAULT_MAX_KEY_SIZE,
+            max_value_size: DEFAULT_MAX_VALUE_SIZE,
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+impl KeyValue {
+    /// Whether a guest may open the bucket `name`.
+    pub fn allows_bucket(&self, name: &str) -> bool {
+        self.buckets.iter().any(|b| b == "*" || b == name)
+    }
+}
+
+/// A bucket name (`buckets`, `--kv-bucket`): letters, digits, `-`, `_` and `.`, at
+/// most 64 of them, or `*` for any name. Backends put the name in their keys, so
+/// nothing that could separate one from another may pass.
+pub fn bucket_name(text: &str) -> Result<String, String> {
+    let ok = text == "*"
+        || (!text.is_empty()
+            && text.len() <= MAX_BUCKET_NAME
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')));
+    if ok {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "`{text}` is not a bucket name: use letters, digits, `-`, `_` and `.`, at \
+             most {MAX_BUCKET_NAME} characters (or `*` for any name)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_parse_and_never_show_a_password() {
+        assert_eq!(Backend::parse("embedded"), Ok(Backend::Embedded));
+        assert_eq!(Backend::parse("none"), Ok(Backend::None));
+        let redis = Backend::parse("redis://app:s3cret@10.0.0.1:6379/2").unwrap();
+        assert_eq!(redis.to_string(), "redis://app:***@10.0.0.1:6379/2");
+        assert!(!format!("{redis:?}").contains("s3cret"));
+        let Backend::Redis(url) = &redis else {
+            panic!("not redis: {redis}")
+        };
+        assert_eq!(url.as_str(), "redis://app:s3cret@10.0.0.1:6379/2");
+        assert!(Backend::parse("rediss://cache.example.net").is_ok());
+        let no_host = Backend::parse("redis://:pw@:6379").unwrap_err();
+        assert!(
+            no_host.contains("names no host") && !no_host.contains("pw"),
+            "{no_host}"
+        );
+        assert!(
+            Backend::parse("sqlite")
+                .unwrap_err()
+                .contains("not a key-value backend")
+        );
+    }
+
+    #[test]
+    fn bucket_names_are_plain_words_or_a_star() {
+        for ok in ["default", "sessions", "a.b-c_1", "*"] {
+            assert_eq!(bucket_name(ok).as_deref(), Ok(ok));
+        }
+        for bad in ["", "a:b", "a b", "a*", "é", &"x".repeat(65)] {
+            assert!(bucket_name(bad).is_err(), "{bad:?}");
+        }
+        let settings = KeyValue::default();
+        assert!(settings.allows_bucket("default") && !settings.allows_bucket("other"));
+        let any = KeyValue {
+            buckets: vec!["*".into()],
+            ..KeyValue::default()
+        };
+        assert!(any.allows_bucket("other"));
+    }
+}
