@@ -287,6 +287,7 @@ fn help_groups_the_flags_by_purpose() {
             "HTTP/3",
             "Outbound HTTP",
             "Guest environment and config",
+            "Key-value store",
             "Admin API",
             "OCI registries",
         ]
@@ -305,6 +306,19 @@ fn help_groups_the_flags_by_purpose() {
     assert_eq!(
         flags_under(&serve, "Guest environment and config"),
         ["--env", "--var"]
+    );
+    assert_eq!(
+        flags_under(&serve, "Key-value store"),
+        [
+            "--kv",
+            "--kv-bucket",
+            "--kv-max-keys",
+            "--kv-max-key-size",
+            "--kv-max-value-size",
+            "--kv-max-bytes",
+            "--kv-max-in-flight",
+            "--kv-timeout"
+        ]
     );
     assert_eq!(
         flags_under(&serve, "Admin API"),

@@ -40,6 +40,9 @@ pub enum ErrorKind {
     /// The host could not read the app's config values
     /// ([`config::get`](crate::config::get)). Answers `500`.
     Config,
+    /// The key-value store refused or failed an operation ([`kv`](crate::kv)):
+    /// a bucket the app may not open, a quota, a backend fault. Answers `500`.
+    KeyValue,
     /// Anything else; see [`Error::msg`]. Answers `500`.
     Other,
 }
@@ -104,6 +107,7 @@ impl Error {
             | ErrorKind::BadResponse
             | ErrorKind::Http
             | ErrorKind::Config
+            | ErrorKind::KeyValue
             | ErrorKind::Other => 500,
         };
         Self {
@@ -221,6 +225,7 @@ mod tests {
         assert_eq!(status(ErrorKind::BadRequest), 400);
         assert_eq!(status(ErrorKind::Io), 500);
         assert_eq!(status(ErrorKind::Config), 500);
+        assert_eq!(status(ErrorKind::KeyValue), 500);
         assert_eq!(status(ErrorKind::Other), 500);
         let e = Error::http(404, "gone");
         assert_eq!((e.kind(), e.status()), (ErrorKind::Http, 404));

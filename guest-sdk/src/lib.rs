@@ -32,7 +32,9 @@
 //! `Response::json` (serde).
 //!
 //! [`config::get`] reads the app's config values (`wasi:config/store`);
-//! environment variables the app was given are in [`std::env`].
+//! environment variables the app was given are in [`std::env`]. [`kv::Store`] is
+//! the app's key-value store (`wasi:keyvalue`): get, set, atomic increments,
+//! compare-and-swap.
 //!
 //! Under the hood this is a thin layer over [`wstd`], the Bytecode
 //! Alliance's async runtime for WASI 0.2: handlers run on its single-threaded
@@ -44,6 +46,7 @@ pub mod config;
 mod decode;
 mod error;
 mod fetch;
+pub mod kv;
 mod request;
 mod response;
 mod router;

@@ -32,10 +32,13 @@ pub enum Backend {
     Redis(RedisUrl),
     /// No store: every `open` is refused.
     None,
+    /// `env:NAME`: the backend is what wedge's environment variable NAME says when
+    /// the app loads (a Redis URL with its password, from a Kubernetes Secret).
+    Env(String),
 }
 
 impl Backend {
-    /// `embedded`, `none`, or a `redis://` / `rediss://` URL.
+    /// `embedded`, `none`, a `redis://` / `rediss://` URL, or `env:NAME`.
     pub fn parse(text: &str) -> Result<Backend, String> {
         match text {
             "embedded" => Ok(Backend::Embedded),
@@ -43,9 +46,33 @@ impl Backend {
             url if url.starts_with("redis://") || url.starts_with("rediss://") => {
                 RedisUrl::parse(url).map(Backend::Redis)
             }
+            named if named.starts_with("env:") => match &named[4..] {
+                name if !name.is_empty() && !name.contains(['=', '\0']) => {
+                    Ok(Backend::Env(name.to_string()))
+                }
+                _ => Err(format!("`{named}` names no environment variable")),
+            },
             other => Err(format!(
-                "`{other}` is not a key-value backend: use `embedded`, `none`, or a \
-                 `redis://HOST:PORT` / `rediss://HOST:PORT` URL"
+                "`{other}` is not a key-value backend: use `embedded`, `none`, a \
+                 `redis://HOST:PORT` / `rediss://HOST:PORT` URL, or `env:NAME`"
+            )),
+        }
+    }
+
+    /// The backend itself: for `env:NAME`, what the environment variable says now.
+    pub fn resolve(&self) -> Result<Backend, String> {
+        let Backend::Env(name) = self else {
+            return Ok(self.clone());
+        };
+        let text = std::env::var(name)
+            .map_err(|_| format!("`env:{name}`: the environment variable {name} is not set"))?;
+        match Backend::parse(text.trim()) {
+            Ok(Backend::Env(_)) => Err(format!("`env:{name}`: {name} names another variable")),
+            Ok(backend) => Ok(backend),
+            // Its text may be a URL with a password: not repeated.
+            Err(_) => Err(format!(
+                "`env:{name}`: {name} holds no key-value backend (embedded, none, \
+                 redis://… or rediss://…)"
             )),
         }
     }
@@ -58,6 +85,7 @@ impl fmt::Display for Backend {
             Backend::Embedded => f.write_str("embedded"),
             Backend::None => f.write_str("none"),
             Backend::Redis(url) => write!(f, "{url}"),
+            Backend::Env(name) => write!(f, "env:{name}"),
         }
     }
 }
@@ -197,6 +225,29 @@ mod tests {
                 .unwrap_err()
                 .contains("not a key-value backend")
         );
+    }
+
+    #[test]
+    fn an_env_backend_is_what_its_variable_says() {
+        assert!(
+            Backend::parse("env:")
+                .unwrap_err()
+                .contains("names no environment variable")
+        );
+        let named = Backend::parse("env:WEDGE_TEST_KV_BACKEND_UNSET").unwrap();
+        assert_eq!(named.to_string(), "env:WEDGE_TEST_KV_BACKEND_UNSET");
+        let unset = named.resolve().unwrap_err();
+        assert!(
+            unset.contains("WEDGE_TEST_KV_BACKEND_UNSET is not set"),
+            "{unset}"
+        );
+        // PATH is set and is no backend: named, its value (maybe a secret) not shown.
+        let path = Backend::Env("PATH".into()).resolve().unwrap_err();
+        assert!(
+            path.contains("PATH holds no key-value backend") && !path.contains("/usr"),
+            "{path}"
+        );
+        assert_eq!(Backend::Embedded.resolve(), Ok(Backend::Embedded));
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //!   with `{"name", "digest"}`. Anything that does not load (not a component,
 //!   bad settings, a route another app claims) → 400 with the reason, and the
 //!   app served before keeps serving.
-//! - `DELETE /apps/{name}` → 204, or 404 if no such app was deployed.
+//! - `DELETE /apps/{name}` → 204, or 404 if no such app was deployed. Its key-value
+//!   data stays, unless `?purge=true`.
 //! - Either with a name that is not an app name → 400.
 //! - `GET /apps` → the apps served, as JSON.
 //! - `GET /metrics` → Prometheus text.
@@ -222,7 +223,8 @@ impl Admin {
                 if request.method() == Method::PUT {
                     self.deploy(name, request, max_upload).await
                 } else {
-                    self.remove(name).await
+                    let purge = request.uri().query() == Some("purge=true");
+                    self.remove(name, purge).await
                 }
             }
             (&Method::GET, ["metrics"]) if self.metrics.is_some() => self.metrics(),
@@ -329,13 +331,22 @@ impl Admin {
         )
     }
 
-    async fn remove(&self, name: &str) -> Response {
+    /// Removes deployed app `name`, and with `purge` its key-value data.
+    async fn remove(&self, name: &str, purge: bool) -> Response {
         let _one_at_a_time = self.changes.lock().await;
         // A stored app that failed to restore is not served but still removable.
         let removed = self.tenancy.remove(name).await.and_then(|served| {
             let stored = self.store.remove(name)?;
-            Ok(served || stored)
+            Ok((served, stored))
         });
+        let removed = match removed {
+            Ok((Some(served), _)) if purge => match self.tenancy.purge_keyvalue(&served).await {
+                Ok(()) => Ok(true),
+                Err(err) => return server_error(&err),
+            },
+            Ok((served, stored)) => Ok(served.is_some() || stored),
+            Err(err) => Err(err),
+        };
         match removed {
             Ok(true) => {
                 self.readiness.settled(name);

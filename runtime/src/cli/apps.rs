@@ -22,6 +22,11 @@ pub struct RmArgs {
     /// The deployed app to remove (apps of the config file are the file's).
     name: String,
 
+    /// Remove the app's key-value data too (without it, the data stays for a later
+    /// deploy of the same name).
+    #[arg(long)]
+    purge: bool,
+
     #[command(flatten)]
     admin: AdminClientArgs,
 }
@@ -96,11 +101,17 @@ fn table(apps: &[serde_json::Value]) -> String {
 pub fn remove(args: RmArgs) -> Result<()> {
     // The name goes into the URL as is: `api?x` would remove `api`.
     crate::config::check_app_name(&args.name).map_err(|reason| anyhow!(reason))?;
-    let path = format!("/apps/{}", args.name);
+    let query = if args.purge { "?purge=true" } else { "" };
+    let path = format!("/apps/{}{query}", args.name);
     let (status, body) = args.admin.client()?.send(Method::DELETE, &path, None)?;
     match status {
         StatusCode::NO_CONTENT | StatusCode::OK => {
-            println!("removed `{}`", args.name);
+            let purged = if args.purge {
+                " and its key-value data"
+            } else {
+                ""
+            };
+            println!("removed `{}`{purged}", args.name);
             Ok(())
         }
         status => bail!(

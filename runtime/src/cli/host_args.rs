@@ -1,6 +1,6 @@
 //! The flags `wedge serve` and `wedge dev` share: per-request limits, TLS material,
-//! draining, the data dir, connection timeouts, the HTTP/2 and HTTP/3 engines' settings
-//! and outbound HTTP.
+//! draining, the data dir, connection timeouts, the HTTP/2 and HTTP/3 engines' settings,
+//! outbound HTTP and the key-value store.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,6 +11,7 @@ use clap::builder::TypedValueParser;
 use super::conn_args::ConnArgs;
 use super::h2_args::H2Args;
 use super::h3_args::H3Args;
+use super::kv_args::KvArgs;
 use super::outbound_args::OutboundArgs;
 use super::vars_args::VarsArgs;
 use crate::host::Limits;
@@ -164,6 +165,9 @@ pub struct HostArgs {
 
     #[command(flatten)]
     pub vars: VarsArgs,
+
+    #[command(flatten)]
+    pub kv: KvArgs,
 }
 
 impl HostArgs {
@@ -223,7 +227,7 @@ impl HostArgs {
 }
 
 /// A duration above zero: an idle timeout of zero would drop every instance at once.
-fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+pub(super) fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     match humantime::parse_duration(text) {
         Ok(duration) if duration.is_zero() => Err("must be more than zero".into()),
         Ok(duration) => Ok(duration),
@@ -231,7 +235,7 @@ fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
-fn parse_positive_size(text: &str) -> Result<u64, String> {
+pub(super) fn parse_positive_size(text: &str) -> Result<u64, String> {
     match parse_size(text)? {
         0 => Err("must be more than zero".into()),
         size => Ok(size),

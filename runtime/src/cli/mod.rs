@@ -13,6 +13,7 @@ mod guest_build;
 mod h2_args;
 mod h3_args;
 mod host_args;
+mod kv_args;
 mod new;
 mod outbound_args;
 mod push;

@@ -18,7 +18,7 @@ use super::target::Target;
 use crate::admin::{Admin, Endpoint};
 use crate::config::{self, Config};
 use crate::host::{App, Serving, Site, Tenant};
-use crate::metrics::Metrics;
+use crate::metrics::{AppMetrics, Metrics};
 use crate::net::AccessLog;
 use crate::tenancy::Tenancy;
 
@@ -38,7 +38,8 @@ pub struct ServeArgs {
               "cpu_time", "wall_time", "max_body", "host_memory", "max_resources", "log_rate", "log_burst", "max_concurrent", "queue", "max_abandoned_per_connection",
               "queue_timeout", "allow_outbound", "outbound_connect_timeout",
               "outbound_max_concurrent", "instance_reuse", "instance_concurrency",
-              "instance_idle"])]
+              "instance_idle", "kv", "kv_bucket", "kv_max_keys", "kv_max_key_size",
+              "kv_max_value_size", "kv_max_bytes", "kv_max_in_flight", "kv_timeout"])]
     config_file: Option<PathBuf>,
 
     /// Cleartext address: HTTP/1.1, and HTTP/2 with prior knowledge (h2c). A host
@@ -105,6 +106,8 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
         memory,
         |host| async move {
             let (name, wasm, origin) = target.component(&registry).await?;
+            let store = host.keyvalue.store(&name, &host.kv, AppMetrics::detached());
+            let store = store.map_err(|why| anyhow::anyhow!("--kv: {why}"))?;
             // Compiling is CPU-bound and can take seconds for big components.
             let app = tokio::task::spawn_blocking(move || {
                 App::load(&host.engine, &host.cache, &name, &wasm, host.limits).map(|app| {
@@ -112,6 +115,7 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
                         .with_admission(host.admission)
                         .with_env(host.vars.env)
                         .with_config(host.vars.config)
+                        .with_keyvalue(store)
                 })
             })
             .await
@@ -177,6 +181,7 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
                 host.engine,
                 host.cache,
                 registry,
+                host.keyvalue,
                 config.apps,
                 metrics.clone(),
             )

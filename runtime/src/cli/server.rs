@@ -14,6 +14,7 @@ use super::vars_args::VarsArgs;
 use super::workers::Workers;
 use crate::admin::Readiness;
 use crate::host::admission::Admission;
+use crate::host::keyvalue::{KeyValue, KeyValueHost};
 use crate::host::outbound::Outbound;
 use crate::host::{self, ArtifactCache, DevOverlay, Limits, PoolConfig, Site};
 use crate::metrics::Metrics;
@@ -31,6 +32,10 @@ pub struct Host {
     pub admission: Arc<Admission>,
     /// The environment variables and config values its guest sees.
     pub vars: VarsArgs,
+    /// The process's key-value stores (files in the data dir, Redis connections).
+    pub keyvalue: Arc<KeyValueHost>,
+    /// The app's key-value settings (`--kv`, …; a config's apps have their own).
+    pub kv: KeyValue,
     /// How far wedge is (the admin API's `/readyz`): `start` has the apps loaded
     /// once it returns; the listeners accept and drain around it.
     pub readiness: Arc<Readiness>,
@@ -111,6 +116,8 @@ where
             outbound: args.outbound.to_policy(),
             admission: Arc::new(Admission::new(args.admission())),
             vars: args.vars.clone(),
+            keyvalue: KeyValueHost::new(&data_dir),
+            kv: args.kv.settings(),
             readiness: readiness.clone(),
         })
         .await?;

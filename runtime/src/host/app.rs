@@ -15,6 +15,7 @@ use super::admission::Admission;
 use super::cache::ArtifactCache;
 use super::guest_log::GuestOutput;
 use super::hooks::OutboundGate;
+use super::keyvalue::AppStore;
 use super::limits::Limits;
 use super::limits::guest_output::OutputBudget;
 use super::outbound::Outbound;
@@ -40,6 +41,8 @@ pub struct App {
     pub(crate) output: Arc<GuestOutput>,
     /// The environment variables and wasi:config values its guest sees.
     pub(crate) vars: GuestVars,
+    /// Its wasi:keyvalue store (by default none: every bucket refused).
+    pub(crate) keyvalue: Arc<AppStore>,
     pub(crate) pre: Pre,
     /// Its reused instances (p3 always, p2 when `instance_reuse` > 1), made on
     /// the first request.
@@ -134,6 +137,7 @@ impl App {
             admission: Arc::new(Admission::new(Default::default())),
             metrics,
             vars: GuestVars::default(),
+            keyvalue: AppStore::none(),
             pre,
             workers: Default::default(),
         })
@@ -164,6 +168,12 @@ impl App {
     /// default none). A key given twice keeps its last value.
     pub fn with_config(mut self, config: impl IntoIterator<Item = (String, String)>) -> App {
         self.vars.set_config(config);
+        self
+    }
+
+    /// Gives the app's guest `store` through wasi:keyvalue (by default it has none).
+    pub fn with_keyvalue(mut self, store: Arc<AppStore>) -> App {
+        self.keyvalue = store;
         self
     }
 
@@ -229,8 +239,8 @@ fn check_exports(engine: &Engine, component: &Component) -> Result<World> {
     )
 }
 
-/// Links all of WASI 0.2 and 0.3 with nothing granted plus wasi:http (both) and
-/// wasi:config, and resolves the component's imports once so each instance only
+/// Links all of WASI 0.2 and 0.3 with nothing granted plus wasi:http (both),
+/// wasi:config and wasi:keyvalue (each version wedge serves), and resolves the component's imports once so each instance only
 /// instantiates. Both versions are linked whatever the world: a p3 component built
 /// for `wasm32-wasip2` still imports WASI 0.2 through the Rust standard library.
 fn pre_instantiate(engine: &Engine, component: &Component, world: World) -> Result<Pre> {
@@ -240,6 +250,7 @@ fn pre_instantiate(engine: &Engine, component: &Component, world: World) -> Resu
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
     wasmtime_wasi_config::add_to_linker(&mut linker, GuestState::config)?;
+    super::keyvalue::add_to_linker(&mut linker, GuestState::keyvalue)?;
     let pre = linker
         .instantiate_pre(component)
         .map_err(anyhow::Error::from)

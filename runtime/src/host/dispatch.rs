@@ -171,6 +171,7 @@ impl App {
             &self.limits,
             &self.outbound,
             &self.vars,
+            &self.keyvalue,
         );
         let scheme = match scheme {
             RequestScheme::Http => Scheme::Http,

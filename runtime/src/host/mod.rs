@@ -1,5 +1,5 @@
-//! The wasm side: the engine, apps, per-request stores, limits, and the
-//! bridge the protocol engines dispatch into.
+//! The wasm side: the engine, apps, per-request stores, limits, the key-value
+//! stores, and the bridge the protocol engines dispatch into.
 
 pub mod admission;
 pub mod ansi;
@@ -13,6 +13,7 @@ mod engine;
 mod fault;
 mod guest_log;
 mod hooks;
+pub mod keyvalue;
 pub mod lifecycle;
 pub mod limits;
 pub mod outbound_client;

@@ -380,6 +380,7 @@ impl HandlerState for AppInstances {
             &app.limits,
             &app.outbound,
             &app.vars,
+            &app.keyvalue,
         );
         let running = app.metrics.instance();
         let deadline = Instant::now() + app.limits.wall_time;

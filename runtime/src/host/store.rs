@@ -1,4 +1,4 @@
-//! Per-request store state: the WASI and wasi:http contexts and the limits
+//! Per-request store state: the WASI, wasi:http and wasi:keyvalue contexts and the limits
 //! (linear memory, CPU time, host memory) with the hooks that enforce them.
 
 use std::sync::{Arc, Weak};
@@ -12,6 +12,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::guest_log::{Channel, GuestLog, GuestOutput};
 use super::hooks::{GuestHooks, OutboundGate};
+use super::keyvalue::{AppStore, KvView};
 use super::limits::Limits;
 use super::limits::cpu::CpuMeter;
 use super::limits::host_memory::HostMemoryBudget;
@@ -25,6 +26,9 @@ pub struct GuestState {
     table: ResourceTable,
     hooks: GuestHooks,
     vars: GuestVars,
+    keyvalue: Arc<AppStore>,
+    /// Where wedge's lines about the app go (a key-value backend's fault).
+    output: Arc<GuestOutput>,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) cpu: CpuMeter,
     pub(crate) host_memory: HostMemoryBudget,
@@ -66,6 +70,15 @@ impl GuestState {
     pub(crate) fn config(&mut self) -> WasiConfig<'_> {
         WasiConfig::new(&self.vars.config)
     }
+
+    /// The app's key-value store, as every wasi:keyvalue version sees it.
+    pub(crate) fn keyvalue(&mut self) -> KvView<'_> {
+        KvView {
+            table: &mut self.table,
+            store: &self.keyvalue,
+            log: &self.output,
+        }
+    }
 }
 
 /// The guest/host transitions meter CPU time (wasm and the host calls it makes,
@@ -95,14 +108,15 @@ fn meter_at_transitions(store: &mut Store<GuestState>) {
     });
 }
 
-/// Creates the store for one request with the app's limits, outbound policy
-/// and variables installed.
+/// Creates the store for one request with the app's limits, outbound policy,
+/// variables and key-value store installed.
 pub fn new_store(
     engine: &wasmtime::Engine,
     output: &Arc<GuestOutput>,
     limits: &Limits,
     outbound: &Arc<OutboundGate>,
     vars: &GuestVars,
+    keyvalue: &Arc<AppStore>,
 ) -> Store<GuestState> {
     // The environment is exactly the app's: the builder starts empty and never
     // inherits the host's.
@@ -122,6 +136,8 @@ pub fn new_store(
         table,
         hooks: GuestHooks::new(output.clone(), outbound.clone()),
         vars: vars.clone(),
+        keyvalue: keyvalue.clone(),
+        output: output.clone(),
         limiter: MemoryLimiter {
             limit: limits.memory,
             denied: false,

@@ -1,6 +1,7 @@
 //! What is recorded per app: requests by protocol and status class, their duration,
 //! body bytes both ways, instances running and created, guest faults by kind, admission
-//! refusals.
+//! refusals, key-value operations by kind and outcome, their duration, and the keys
+//! and bytes an app keeps (embedded backend).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,6 +64,78 @@ impl FaultKind {
     }
 }
 
+/// Upper bounds (seconds) of the key-value operation duration buckets: from an
+/// embedded read (microseconds) through an fsync or a Redis round trip to the default
+/// timeout.
+const KV_DURATION_BUCKETS: [f64; 12] = [
+    0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.5, 5.0,
+];
+
+/// A key-value operation, as the operations counter labels it (batches count as
+/// their single kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvOperation {
+    Get,
+    Exists,
+    ListKeys,
+    Set,
+    Delete,
+    Increment,
+    Swap,
+}
+
+/// How a key-value operation ended: done, refused by the app's settings or quotas (or
+/// the value found), or failed in the backend (a fault, a timeout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvOutcome {
+    Ok,
+    Refused,
+    Failed,
+}
+
+impl KvOperation {
+    const ALL: [KvOperation; 7] = [
+        KvOperation::Get,
+        KvOperation::Exists,
+        KvOperation::ListKeys,
+        KvOperation::Set,
+        KvOperation::Delete,
+        KvOperation::Increment,
+        KvOperation::Swap,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            KvOperation::Get => "get",
+            KvOperation::Exists => "exists",
+            KvOperation::ListKeys => "list_keys",
+            KvOperation::Set => "set",
+            KvOperation::Delete => "delete",
+            KvOperation::Increment => "increment",
+            KvOperation::Swap => "swap",
+        }
+    }
+}
+
+impl KvOutcome {
+    const ALL: [KvOutcome; 3] = [KvOutcome::Ok, KvOutcome::Refused, KvOutcome::Failed];
+
+    fn label(self) -> &'static str {
+        match self {
+            KvOutcome::Ok => "ok",
+            KvOutcome::Refused => "refused",
+            KvOutcome::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KvLabels {
+    app: String,
+    operation: &'static str,
+    outcome: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AppLabels {
     app: String,
@@ -94,6 +167,10 @@ pub(super) struct Families {
     faults: Family<FaultLabels, Counter>,
     refused: Family<AppLabels, Counter>,
     output_dropped: Family<AppLabels, Counter>,
+    kv_operations: Family<KvLabels, Counter>,
+    kv_duration: Histograms,
+    kv_keys: Family<AppLabels, Gauge>,
+    kv_bytes: Family<AppLabels, Gauge>,
 }
 
 impl Families {
@@ -108,6 +185,10 @@ impl Families {
             faults: Family::default(),
             refused: Family::default(),
             output_dropped: Family::default(),
+            kv_operations: Family::default(),
+            kv_duration: Family::new_with_constructor(|| Histogram::new(KV_DURATION_BUCKETS)),
+            kv_keys: Family::default(),
+            kv_bytes: Family::default(),
         }
     }
 
@@ -163,6 +244,28 @@ impl Families {
             Unit::Bytes,
             families.output_dropped.clone(),
         );
+        registry.register(
+            "kv_operations",
+            "Key-value operations, by app, operation and outcome (`refused`: by the app's settings or quotas, or the value found; `failed`: by the backend or its timeout)",
+            families.kv_operations.clone(),
+        );
+        registry.register_with_unit(
+            "kv_operation_duration",
+            "Time one key-value operation took, by app",
+            Unit::Seconds,
+            families.kv_duration.clone(),
+        );
+        registry.register(
+            "kv_keys",
+            "Keys the app keeps in its key-value store (embedded backend), by app",
+            families.kv_keys.clone(),
+        );
+        registry.register_with_unit(
+            "kv",
+            "Bytes of keys and values the app keeps in its key-value store (embedded backend), by app",
+            Unit::Bytes,
+            families.kv_bytes.clone(),
+        );
         families
     }
 
@@ -184,8 +287,21 @@ impl Families {
                 kind: kind.label(),
             })
         });
+        let kv_operations = KvOperation::ALL.map(|operation| {
+            KvOutcome::ALL.map(|outcome| {
+                self.kv_operations.get_or_create_owned(&KvLabels {
+                    app: name.into(),
+                    operation: operation.label(),
+                    outcome: outcome.label(),
+                })
+            })
+        });
         Arc::new(AppMetrics {
             requests,
+            kv_operations,
+            kv_duration: self.kv_duration.get_or_create_owned(&app),
+            kv_keys: self.kv_keys.get_or_create_owned(&app),
+            kv_bytes: self.kv_bytes.get_or_create_owned(&app),
             duration: self.duration.get_or_create_owned(&app),
             response_bytes: self.response_bytes.get_or_create_owned(&app),
             request_bytes: self.request_bytes.get_or_create_owned(&app),
@@ -212,6 +328,11 @@ pub struct AppMetrics {
     faults: [Counter; FaultKind::ALL.len()],
     refused: Counter,
     output_dropped: Counter,
+    /// By operation, then outcome.
+    kv_operations: [[Counter; KvOutcome::ALL.len()]; KvOperation::ALL.len()],
+    kv_duration: Histogram,
+    kv_keys: Gauge,
+    kv_bytes: Gauge,
 }
 
 impl AppMetrics {
@@ -256,5 +377,17 @@ impl AppMetrics {
     /// The app's guest output budget dropped `bytes` of stdout/stderr.
     pub fn guest_output_dropped(&self, bytes: u64) {
         self.output_dropped.inc_by(bytes);
+    }
+
+    /// A key-value operation ended with `outcome` after `elapsed`.
+    pub fn kv_operation(&self, operation: KvOperation, outcome: KvOutcome, elapsed: Duration) {
+        self.kv_operations[operation as usize][outcome as usize].inc();
+        self.kv_duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// The app keeps `keys` keys and `bytes` bytes in its key-value store now.
+    pub fn kv_totals(&self, keys: u64, bytes: u64) {
+        self.kv_keys.set(i64::try_from(keys).unwrap_or(i64::MAX));
+        self.kv_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 }

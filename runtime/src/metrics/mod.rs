@@ -22,7 +22,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-pub use app::{AppMetrics, FaultKind};
+pub use app::{AppMetrics, FaultKind, KvOperation, KvOutcome};
 
 /// The `Content-Type` of [`Metrics::encode`]'s text.
 pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;

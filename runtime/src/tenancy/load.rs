@@ -5,12 +5,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 
 use crate::config::{AppConfig, ComponentSource};
 use crate::host::admission::Admission;
+use crate::host::keyvalue::KeyValueHost;
 use crate::host::{App, ArtifactCache, Directory, Serving, Tenant};
 use crate::metrics::Metrics;
 use crate::oci::{Reference, Registry};
@@ -52,19 +53,33 @@ impl Loaded {
     }
 }
 
+/// What apps are loaded with: the engine and its precompiled cache, the registry
+/// `oci://` components come from, the key-value stores, the metrics (when on).
+pub struct Loader<'a> {
+    pub engine: &'a Engine,
+    pub cache: &'a ArtifactCache,
+    pub registry: &'a Registry,
+    pub keyvalue: &'a KeyValueHost,
+    pub metrics: Option<&'a Metrics>,
+}
+
 /// Loads `apps` (compiling on blocking threads) into a directory; apps unchanged
 /// since `previous` are taken over as they are (those `reread` names, only if their
 /// component's bytes did not change either: a file is read again, a tag resolved
 /// again). Errors name the app and its component.
 pub async fn load_site(
-    engine: &Engine,
-    cache: &ArtifactCache,
-    registry: &Registry,
+    loader: &Loader<'_>,
     apps: &[AppConfig],
     previous: Option<&Loaded>,
     reread: impl Fn(&str) -> bool,
-    metrics: Option<&Metrics>,
 ) -> Result<(Directory, Loaded)> {
+    let Loader {
+        engine,
+        cache,
+        registry,
+        keyvalue,
+        metrics,
+    } = *loader;
     let mut sources = HashMap::new();
     let mut routed = Vec::new();
     for entry in apps {
@@ -97,6 +112,10 @@ pub async fn load_site(
                 if let Some(metrics) = metrics {
                     app = app.with_metrics(metrics.app(&entry.name));
                 }
+                let store = keyvalue.store(&entry.name, &entry.keyvalue, app.metrics.clone());
+                let store = store
+                    .map_err(|why| anyhow!("app `{}`: keyvalue.backend: {why}", entry.name))?;
+                app = app.with_keyvalue(store);
                 Arc::new(Tenant::new(&entry.name, Serving::App(Arc::new(app))))
             }
         };
@@ -138,7 +157,7 @@ async fn read_component(
 }
 
 /// Compiles (or takes from the cache) one app's component with its entry's limits,
-/// admission and outbound policy.
+/// admission, outbound policy and variables.
 async fn load_app(
     engine: &Engine,
     cache: &ArtifactCache,

@@ -14,10 +14,11 @@ use tokio::sync::Mutex;
 use wasmtime::Engine;
 
 use crate::config::AppConfig;
+use crate::host::keyvalue::KeyValueHost;
 use crate::host::{ArtifactCache, Site};
 use crate::metrics::Metrics;
 use crate::oci::{Reference, Registry};
-use load::Loaded;
+use load::{Loaded, Loader};
 
 /// The apps served, where they came from, and the site they are served through.
 pub struct Tenancy {
@@ -26,6 +27,8 @@ pub struct Tenancy {
     cache: ArtifactCache,
     /// Where `oci://` components are pulled from (and cached).
     registry: Arc<Registry>,
+    /// Where the apps' key-value stores are opened.
+    keyvalue: Arc<KeyValueHost>,
     /// Where loaded apps count their requests (when the metrics are on).
     metrics: Option<Arc<Metrics>>,
     /// Changes are made one at a time.
@@ -70,25 +73,25 @@ impl Tenancy {
         engine: Engine,
         cache: ArtifactCache,
         registry: Arc<Registry>,
+        keyvalue: Arc<KeyValueHost>,
         apps: Vec<AppConfig>,
         metrics: Option<Arc<Metrics>>,
     ) -> Result<Tenancy> {
         let metrics_ref = metrics.as_deref();
-        let (directory, loaded) = load::load_site(
-            &engine,
-            &cache,
-            &registry,
-            &apps,
-            None,
-            |_| true,
-            metrics_ref,
-        )
-        .await?;
+        let loader = Loader {
+            engine: &engine,
+            cache: &cache,
+            registry: &registry,
+            keyvalue: &keyvalue,
+            metrics: metrics_ref,
+        };
+        let (directory, loaded) = load::load_site(&loader, &apps, None, |_| true).await?;
         Ok(Tenancy {
             site: Arc::new(Site::new(directory)),
             engine,
             cache,
             registry,
+            keyvalue,
             metrics,
             state: Mutex::new(State {
                 configured: apps,
@@ -132,17 +135,23 @@ impl Tenancy {
         })
     }
 
-    /// Stops serving deployed app `name`; `false` if no such app was deployed.
-    pub async fn remove(&self, name: &str) -> Result<bool> {
+    /// Stops serving deployed app `name`, and gives its settings back; `None` if no
+    /// such app was deployed.
+    pub async fn remove(&self, name: &str) -> Result<Option<AppConfig>> {
         let mut state = self.state.lock().await;
         let mut deployed = state.deployed.clone();
-        if deployed.remove(name).is_none() {
-            return Ok(false);
-        }
+        let Some(removed) = deployed.remove(name) else {
+            return Ok(None);
+        };
         let configured = state.configured.clone();
         self.swap(&mut state, configured, deployed, |_| false)
             .await?;
-        Ok(true)
+        Ok(Some(removed))
+    }
+
+    /// Removes every key a removed app kept in its key-value store.
+    pub async fn purge_keyvalue(&self, app: &AppConfig) -> Result<()> {
+        self.keyvalue.purge(&app.name, &app.keyvalue).await
     }
 
     /// The apps served now.
@@ -173,16 +182,15 @@ impl Tenancy {
         reread: impl Fn(&str) -> bool,
     ) -> Result<()> {
         let apps = merged(&configured, &deployed);
-        let (directory, loaded) = load::load_site(
-            &self.engine,
-            &self.cache,
-            &self.registry,
-            &apps,
-            Some(&state.loaded),
-            reread,
-            self.metrics.as_deref(),
-        )
-        .await?;
+        let loader = Loader {
+            engine: &self.engine,
+            cache: &self.cache,
+            registry: &self.registry,
+            keyvalue: &self.keyvalue,
+            metrics: self.metrics.as_deref(),
+        };
+        let (directory, loaded) =
+            load::load_site(&loader, &apps, Some(&state.loaded), reread).await?;
         self.site.replace(directory);
         *state = State {
             configured,

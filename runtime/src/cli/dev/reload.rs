@@ -9,6 +9,7 @@ use super::project::Project;
 use super::watch::Changes;
 use crate::cli::server::Host;
 use crate::host::{App, ArtifactCache, BuildFailure, DevOverlay, Serving, Tenant};
+use crate::metrics::AppMetrics;
 
 /// Builds and loads versions of one project.
 pub struct Reloader {
@@ -124,12 +125,18 @@ impl Reloader {
         let outbound = self.host.outbound.clone();
         let admission = self.host.admission.clone();
         let vars = self.host.vars.clone();
+        let keyvalue = self
+            .host
+            .keyvalue
+            .store(&built.name, &self.host.kv, AppMetrics::detached())
+            .map_err(|why| failure(format!("--kv: {why}")))?;
         let app = tokio::task::spawn_blocking(move || {
             App::load(&engine, &cache, &built.name, &wasm, limits).map(|app| {
                 app.with_outbound(outbound)
                     .with_admission(admission)
                     .with_env(vars.env)
                     .with_config(vars.config)
+                    .with_keyvalue(keyvalue)
             })
         })
         .await

@@ -1,0 +1,67 @@
+//! `--kv` and the key-value quotas: the served app's wasi:keyvalue store
+//! (`[app.keyvalue]` of a wedge.toml), defaults taken from [`KeyValue`] (and shown
+//! in `--help`).
+
+use std::time::Duration;
+
+use super::host_args::{parse_positive_duration, parse_positive_size};
+use crate::host::keyvalue::{BackendChoice, KeyValue};
+use crate::host::limits::parse_size;
+use wedge_config::keyvalue::{self, DEFAULT_BUCKET};
+
+/// The app's key-value store (wasi:keyvalue).
+#[derive(clap::Args, Clone)]
+#[command(next_help_heading = "Key-value store")]
+pub struct KvArgs {
+    /// Where the app's keys live: `embedded` (a crash-safe file in the data dir's
+    /// kv/), `redis://HOST:PORT` or `rediss://HOST:PORT` (Redis or Valkey, shared by
+    /// every wedge pointed at it), or `none`.
+    #[arg(id = "kv", long = "kv", value_name = "BACKEND", default_value = "embedded",
+          value_parser = BackendChoice::parse)]
+    pub backend: BackendChoice,
+
+    /// A bucket name the guest may open; repeat for more; `*` allows any name.
+    #[arg(id = "kv_bucket", long = "kv-bucket", value_name = "NAME", default_value = DEFAULT_BUCKET,
+          value_parser = keyvalue::bucket_name)]
+    pub buckets: Vec<String>,
+
+    /// Keys the app may keep, all its buckets together.
+    #[arg(long, value_name = "N", default_value_t = keyvalue::DEFAULT_MAX_KEYS)]
+    pub kv_max_keys: u64,
+
+    /// The longest key.
+    #[arg(long, value_name = "SIZE", default_value = "1KiB", value_parser = parse_positive_size)]
+    pub kv_max_key_size: u64,
+
+    /// The largest value.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
+    pub kv_max_value_size: u64,
+
+    /// Bytes of keys and values the app may keep, all its buckets together.
+    #[arg(long, value_name = "SIZE", default_value = "100MiB", value_parser = parse_size)]
+    pub kv_max_bytes: u64,
+
+    /// Operations at once, all the app's instances together; more fail at once.
+    #[arg(long, value_name = "N", default_value_t = keyvalue::DEFAULT_MAX_IN_FLIGHT,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub kv_max_in_flight: u32,
+
+    /// How long one operation may take before the guest gets an error.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
+    pub kv_timeout: Duration,
+}
+
+impl KvArgs {
+    pub fn settings(&self) -> KeyValue {
+        KeyValue {
+            backend: self.backend.clone(),
+            buckets: self.buckets.clone(),
+            max_keys: self.kv_max_keys,
+            max_key_size: self.kv_max_key_size,
+            max_value_size: self.kv_max_value_size,
+            max_bytes: self.kv_max_bytes,
+            max_in_flight: self.kv_max_in_flight,
+            timeout: self.kv_timeout,
+        }
+    }
+}

@@ -1,0 +1,513 @@
+//! State for handlers: `wasi:keyvalue`, per app. The bindings of each version a
+//! toolchain imports (`draft`: wasmtime's `wasi:keyvalue@0.2.0-draft`; `draft2`: the
+//! `@0.2.0-draft2` Spin's SDK and wasmCloud import) go through one [`AppStore`],
+//! which applies the app's settings (buckets, key and value sizes, operations in
+//! flight, a time bound per operation) and hands the rest to a [`Backend`]: a
+//! crash-safe file per app (`embedded`) or a Redis/Valkey server shared by apps and
+//! by wedges (`redis`). Quotas
+//! on the app's keys and bytes are the backend's to check, in the write's own
+//! transaction. Whatever fails is an error value for the guest, never a trap.
+
+mod backend;
+mod draft;
+mod draft2;
+mod embedded;
+mod redis;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
+
+pub use wedge_config::keyvalue::{Backend as BackendChoice, KeyValue};
+
+use self::backend::{Backend, Bucket, Failure, ListFrom, Quota};
+use super::guest_log::GuestOutput;
+use crate::metrics::{AppMetrics, KvOperation, KvOutcome};
+
+/// Keys one `list-keys` call returns at most; the cursor gives the rest.
+const LIST_PAGE: usize = 1000;
+
+/// What an operation the backend did not answer within `timeout` fails with.
+fn timed_out(timeout: std::time::Duration) -> Failure {
+    Failure::Backend(format!(
+        "no answer within {} (timeout)",
+        humantime::format_duration(timeout)
+    ))
+}
+
+fn is_write(operation: KvOperation) -> bool {
+    matches!(
+        operation,
+        KvOperation::Set | KvOperation::Delete | KvOperation::Increment | KvOperation::Swap
+    )
+}
+
+/// Why an operation failed, as every `wasi:keyvalue` version's `error` says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KvError {
+    NoSuchStore,
+    AccessDenied,
+    Other(String),
+}
+
+/// The process's key-value stores: one backend per embedded file or Redis server,
+/// opened on first use and shared by the apps (and app versions) that name it.
+pub struct KeyValueHost {
+    /// `<data-dir>/kv`: the embedded files, one per app.
+    dir: PathBuf,
+    opened: Mutex<HashMap<String, Weak<Shared>>>,
+}
+
+/// A backend, opened on first use: an app that never opens a bucket makes no file
+/// and no connection. A failed opening is tried again by the next operation.
+struct Shared {
+    choice: BackendChoice,
+    /// The embedded file, for `BackendChoice::Embedded`.
+    path: PathBuf,
+    /// How long a Redis connection waits for an answer.
+    timeout: std::time::Duration,
+    backend: OnceCell<Arc<dyn Backend>>,
+}
+
+impl KeyValueHost {
+    pub fn new(data_dir: &Path) -> Arc<KeyValueHost> {
+        Arc::new(KeyValueHost {
+            dir: data_dir.join("kv"),
+            opened: Mutex::default(),
+        })
+    }
+
+    /// App `app`'s store with `settings`, counted in `metrics`; an `env:NAME` backend
+    /// is read from the environment now, or why not. Versions of an app share its
+    /// backend.
+    pub fn store(
+        &self,
+        app: &str,
+        settings: &KeyValue,
+        metrics: Arc<AppMetrics>,
+    ) -> Result<Arc<AppStore>, String> {
+        let settings = KeyValue {
+            backend: settings.backend.resolve()?,
+            ..settings.clone()
+        };
+        let shared = match &settings.backend {
+            BackendChoice::None => None,
+            _ => Some(self.shared(app, &settings)),
+        };
+        Ok(Arc::new(AppStore {
+            app: app.into(),
+            in_flight: Semaphore::new(settings.max_in_flight as usize),
+            settings,
+            shared,
+            metrics,
+        }))
+    }
+
+    /// Removes every key app `app` keeps in the backend `settings` names (an app
+    /// removed with `--purge`). An embedded file never made stays unmade.
+    pub async fn purge(&self, app: &str, settings: &KeyValue) -> anyhow::Result<()> {
+        let settings = &KeyValue {
+            backend: settings.backend.resolve().map_err(anyhow::Error::msg)?,
+            ..settings.clone()
+        };
+        let shared = match &settings.backend {
+            BackendChoice::None => return Ok(()),
+            _ => self.shared(app, settings),
+        };
+        if shared.choice == BackendChoice::Embedded && !shared.path.exists() {
+            return Ok(());
+        }
+        let purged = async { shared.backend().await?.purge(app).await };
+        let purged = tokio::time::timeout(settings.timeout, purged).await;
+        match purged {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(Failure::Quota(why) | Failure::Value(why) | Failure::Backend(why))) => {
+                anyhow::bail!(
+                    "purging the key-value store of `{app}` ({}): {why}",
+                    settings.backend
+                )
+            }
+            Err(_) => anyhow::bail!(
+                "purging the key-value store of `{app}` ({}): no answer within {}",
+                settings.backend,
+                humantime::format_duration(settings.timeout)
+            ),
+        }
+    }
+
+    /// The backend `settings` name for app `app`: its own file, or the connection to
+    /// a Redis server that the apps with the same `timeout` share (it is the
+    /// connection's own bound on an answer, which frees what a silent server holds).
+    fn shared(&self, app: &str, settings: &KeyValue) -> Arc<Shared> {
+        let id = match &settings.backend {
+            BackendChoice::Redis(url) => format!("{} {:?}", url.as_str(), settings.timeout),
+            _ => format!("embedded:{app}"),
+        };
+        let mut opened = crate::sync::lock(&self.opened);
+        opened.retain(|_, shared| shared.strong_count() > 0);
+        if let Some(shared) = opened.get(&id).and_then(Weak::upgrade) {
+            return shared;
+        }
+        let shared = Arc::new(Shared {
+            choice: settings.backend.clone(),
+            path: self.dir.join(format!("{app}.redb")),
+            timeout: settings.timeout,
+            backend: OnceCell::new(),
+        });
+        opened.insert(id, Arc::downgrade(&shared));
+        shared
+    }
+}
+
+impl Shared {
+    async fn backend(&self) -> Result<&Arc<dyn Backend>, Failure> {
+        self.backend
+            .get_or_try_init(|| async {
+                match &self.choice {
+                    BackendChoice::Embedded => embedded::Embedded::open(self.path.clone()).await,
+                    BackendChoice::Redis(url) => {
+                        self::redis::Redis::open(url.as_str(), self.timeout).await
+                    }
+                    BackendChoice::None | BackendChoice::Env(_) => {
+                        Err(Failure::Backend("the app has no store".into()))
+                    }
+                }
+            })
+            .await
+    }
+}
+
+/// One app's store: its settings, its backend, its operations in flight.
+pub struct AppStore {
+    app: Arc<str>,
+    settings: KeyValue,
+    /// `None`: the app has no store (`backend = "none"`).
+    shared: Option<Arc<Shared>>,
+    in_flight: Semaphore,
+    metrics: Arc<AppMetrics>,
+}
+
+impl AppStore {
+    /// A store that refuses every bucket: an app loaded without key-value settings.
+    pub fn none() -> Arc<AppStore> {
+        Arc::new(AppStore {
+            app: "".into(),
+            settings: KeyValue {
+                backend: BackendChoice::None,
+                ..KeyValue::default()
+            },
+            shared: None,
+            in_flight: Semaphore::new(1),
+            metrics: AppMetrics::detached(),
+        })
+    }
+
+    /// A store over `backend`, already open (tests).
+    #[cfg(test)]
+    fn over(backend: Arc<dyn Backend>, settings: KeyValue) -> AppStore {
+        AppStore {
+            app: "test".into(),
+            in_flight: Semaphore::new(settings.max_in_flight as usize),
+            shared: Some(Arc::new(Shared {
+                choice: settings.backend.clone(),
+                path: PathBuf::new(),
+                timeout: settings.timeout,
+                backend: OnceCell::new_with(Some(backend)),
+            })),
+            settings,
+            metrics: AppMetrics::detached(),
+        }
+    }
+
+    /// Checks that the guest may open bucket `name`.
+    fn open(&self, name: &str) -> Result<(), KvError> {
+        if self.shared.is_none() {
+            return Err(KvError::AccessDenied);
+        }
+        if !self.settings.allows_bucket(name) {
+            return Err(KvError::NoSuchStore);
+        }
+        Ok(())
+    }
+
+    fn quota(&self) -> Quota {
+        Quota {
+            max_keys: self.settings.max_keys,
+            max_bytes: self.settings.max_bytes,
+        }
+    }
+
+    fn check_key(&self, key: &str) -> Result<(), KvError> {
+        let max = self.settings.max_key_size;
+        if key.len() as u64 > max {
+            return Err(KvError::Other(format!(
+                "the key is {} bytes long: keys are at most {max} bytes (max_key_size)",
+                key.len()
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_value(&self, value: &[u8]) -> Result<(), KvError> {
+        let max = self.settings.max_value_size;
+        if value.len() as u64 > max {
+            return Err(KvError::Other(format!(
+                "the value is {} bytes: values are at most {max} bytes (max_value_size)",
+                value.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs `operation` (`op`) once `check` passed, within the app's operations in
+    /// flight and its time bound; counts it. A backend fault is logged (within the
+    /// app's log budget).
+    async fn run<T, F>(
+        &self,
+        log: &GuestOutput,
+        operation: KvOperation,
+        check: Result<(), KvError>,
+        op: impl FnOnce(Arc<dyn Backend>) -> F,
+    ) -> Result<T, KvError>
+    where
+        F: Future<Output = Result<T, Failure>>,
+    {
+        let started = Instant::now();
+        let outcome = match check.and_then(|()| self.admit()) {
+            Err(refused) => Err((KvOutcome::Refused, refused)),
+            Ok((shared, _in_flight)) => {
+                let done = self.attempt(shared, operation, op).await;
+                done.map_err(|failure| match failure {
+                    Failure::Quota(why) | Failure::Value(why) => {
+                        (KvOutcome::Refused, KvError::Other(why))
+                    }
+                    Failure::Backend(why) => {
+                        let backend = &self.settings.backend;
+                        log.warn(format_args!("key-value store ({backend}): {why}"));
+                        let why = format!("the key-value store failed: {why}");
+                        (KvOutcome::Failed, KvError::Other(why))
+                    }
+                })
+            }
+        };
+        let counted = outcome
+            .as_ref()
+            .map_or_else(|(counted, _)| *counted, |_| KvOutcome::Ok);
+        self.metrics
+            .kv_operation(operation, counted, started.elapsed());
+        outcome.map_err(|(_, error)| error)
+    }
+
+    /// The backend and a place in flight, or why not.
+    fn admit(&self) -> Result<(&Shared, SemaphorePermit<'_>), KvError> {
+        let Some(shared) = &self.shared else {
+            return Err(KvError::AccessDenied);
+        };
+        let Ok(permit) = self.in_flight.try_acquire() else {
+            return Err(KvError::Other(format!(
+                "{} key-value operations of this app are in flight already (max_in_flight)",
+                self.settings.max_in_flight
+            )));
+        };
+        Ok((shared.as_ref(), permit))
+    }
+
+    /// `op` on the backend (opened if need be) within the app's `timeout`; after a
+    /// write, the app's totals as the backend counts them.
+    async fn attempt<T, F>(
+        &self,
+        shared: &Shared,
+        operation: KvOperation,
+        op: impl FnOnce(Arc<dyn Backend>) -> F,
+    ) -> Result<T, Failure>
+    where
+        F: Future<Output = Result<T, Failure>>,
+    {
+        let timeout = self.settings.timeout;
+        let attempt = async {
+            let backend = shared.backend().await?.clone();
+            let done = op(backend.clone()).await?;
+            if is_write(operation)
+                && let Some((keys, bytes)) = backend.totals(&self.app).await?
+            {
+                self.metrics.kv_totals(keys, bytes);
+            }
+            Ok(done)
+        };
+        tokio::time::timeout(timeout, attempt)
+            .await
+            .unwrap_or_else(|_| Err(timed_out(timeout)))
+    }
+
+    fn bucket<'a>(&'a self, name: &'a str) -> Bucket<'a> {
+        Bucket {
+            app: &self.app,
+            name,
+        }
+    }
+
+    pub(crate) async fn get(
+        &self,
+        log: &GuestOutput,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, KvError> {
+        let check = self.check_key(key);
+        self.run(log, KvOperation::Get, check, |b| async move {
+            b.get(self.bucket(bucket), key).await
+        })
+        .await
+    }
+
+    pub(crate) async fn get_many(
+        &self,
+        log: &GuestOutput,
+        bucket: &str,
+        keys: &[String],
+    ) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        let check = keys.iter().try_for_each(|key| self.check_key(key));
+        self.run(log, KvOperation::Get, check, |b| async move {
+            b.get_many(self.bucket(bucket), keys).await
+        })
+        .await
+    }
+
+    pub(crate) async fn exists(
+        &self,
+        log: &GuestOutput,
+        bucket: &str,
+        key: &str,
+    ) -> Result<bool, KvError> {
+        let check = self.check_key(key);
+        self.run(log, KvOperation::Exists, check, |b| async move {
+            b.exists(self.bucket(bucket), key).await
+        })
+        .await
+    }
+
+    /// A page of keys from `from` on, and whether more may follow.
+    pub(crate) async fn list_keys(
+        &self,
+        log: &GuestOutput,
+        bucket: &str,
+        from: ListFrom,
+    ) -> Result<(Vec<String>, bool), KvError> {
+        let keys = self
+            .run(log, KvOperation::ListKeys, Ok(()), |b| async move {
+                b.list_keys(self.bucket(bucket), from, LIST_PAGE).await
+            })
+            .await?;
+        let more = keys.len() == LIST_PAGE;
+        Ok((keys, more))
+    }
+
+    pub(crate) async fn set_many(
+        &self,
+        log: &GuestOutput,
+        bucket: &str,
+        pairs: Vec<(String, Vec<u8>)>,
+    ) -> Result<(), KvError> {
+        let check = pairs.iter().try_for_each(|(key, value)| {
+            self.check_key(key)?;
+            self.check_value(value)
+        });
+        let quota = self.quota();
+        self.run(log, KvOperation::Set, check, |b| async move {
+            b.set_many(self.bucket(bucket), pairs, quota).await
+        })
+        .await
+    }
+
+    pub(crate) async fn delete_many(
+        &self,
+        log: &GuestOutput,
+        bucket: &str,
+        keys: Vec<String>,
+    ) -> Result<(), KvError> {
+        let check = keys.iter().try_for_each(|key| self.check_key(key));
+        self.run(log, KvOperation::Delete, check, |b| async move {
+            b.delete_many(self.bucket(bucket), keys).await
+        })
+        .await
+    }
+
+    pub(crate) async fn increment(
+        &self,
+        log: &GuestOutput,
+        bucket: &str,
+        key: String,
+        delta: i64,
+    ) -> Result<i64, KvError> {
+        let check = self.check_key(&key);
+        let quota = self.quota();
+        self.run(log, KvOperation::Increment, check, |b| async move {
+            b.increment(self.bucket(bucket), key, delta, quota).await
+        })
+        .await
+    }
+
+    /// Sets `key` to `value` if it still holds `expected`; whether it did.
+    pub(crate) async fn swap(
+        &self,
+        log: &GuestOutput,
+        bucket: &str,
+        key: String,
+        expected: Option<Vec<u8>>,
+        value: Vec<u8>,
+    ) -> Result<bool, KvError> {
+        let check = self.check_key(&key).and_then(|()| self.check_value(&value));
+        let quota = self.quota();
+        self.run(log, KvOperation::Swap, check, |b| async move {
+            b.swap(self.bucket(bucket), key, expected, value, quota)
+                .await
+        })
+        .await
+    }
+}
+
+/// A bucket the guest opened (through any version: they are the same thing).
+pub struct OpenBucket {
+    name: String,
+}
+
+impl OpenBucket {
+    fn new(name: String) -> OpenBucket {
+        OpenBucket { name }
+    }
+}
+
+impl KvView<'_> {
+    fn bucket_name(&self, bucket: &Resource<OpenBucket>) -> wasmtime::Result<String> {
+        Ok(self.table.get(bucket)?.name.clone())
+    }
+}
+
+/// What the bindings of every version work with: the guest's resources, its app's
+/// store, and where to log a backend fault.
+pub(crate) struct KvView<'a> {
+    pub table: &'a mut ResourceTable,
+    pub store: &'a AppStore,
+    pub log: &'a GuestOutput,
+}
+
+/// Links every `wasi:keyvalue` version wedge serves, each as `view` sees the store.
+pub(crate) fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> KvView<'_>,
+) -> wasmtime::Result<()> {
+    draft::add_to_linker(linker, view)?;
+    draft2::add_to_linker(linker, view)
+}
+
+/// The data the generated `add_to_linker`s hand their host functions.
+struct HasKv;
+
+impl HasData for HasKv {
+    type Data<'a> = KvView<'a>;
+}

@@ -1,0 +1,291 @@
+//! The store's rules over a backend that never answers, and the embedded backend
+//! on a real file.
+
+use std::future::pending;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::backend::{Backend, Bucket, ListFrom, Outcome, Quota};
+use super::embedded::Embedded;
+use super::{AppStore, KeyValue, KvError};
+use crate::host::guest_log::GuestOutput;
+use crate::host::limits::guest_output::OutputBudget;
+use crate::metrics::AppMetrics;
+
+/// A backend that never answers (a server gone silent).
+struct Silent;
+
+#[async_trait]
+impl Backend for Silent {
+    async fn get(&self, _: Bucket<'_>, _: &str) -> Outcome<Option<Vec<u8>>> {
+        pending().await
+    }
+    async fn get_many(&self, _: Bucket<'_>, _: &[String]) -> Outcome<Vec<Option<Vec<u8>>>> {
+        pending().await
+    }
+    async fn exists(&self, _: Bucket<'_>, _: &str) -> Outcome<bool> {
+        pending().await
+    }
+    async fn list_keys(&self, _: Bucket<'_>, _: ListFrom, _: usize) -> Outcome<Vec<String>> {
+        pending().await
+    }
+    async fn set_many(&self, _: Bucket<'_>, _: Vec<(String, Vec<u8>)>, _: Quota) -> Outcome<()> {
+        pending().await
+    }
+    async fn delete_many(&self, _: Bucket<'_>, _: Vec<String>) -> Outcome<()> {
+        pending().await
+    }
+    async fn increment(&self, _: Bucket<'_>, _: String, _: i64, _: Quota) -> Outcome<i64> {
+        pending().await
+    }
+    async fn swap(
+        &self,
+        _: Bucket<'_>,
+        _: String,
+        _: Option<Vec<u8>>,
+        _: Vec<u8>,
+        _: Quota,
+    ) -> Outcome<bool> {
+        pending().await
+    }
+    async fn purge(&self, _: &str) -> Outcome<()> {
+        pending().await
+    }
+}
+
+fn log() -> GuestOutput {
+    GuestOutput::new(
+        "test".into(),
+        OutputBudget::new(0, 0),
+        AppMetrics::detached(),
+    )
+}
+
+fn other(result: Result<impl std::fmt::Debug, KvError>) -> String {
+    match result {
+        Err(KvError::Other(why)) => why,
+        other => panic!("not an `other` error: {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_operation_past_its_timeout_fails_and_frees_its_place() {
+    let settings = KeyValue {
+        timeout: Duration::from_millis(300),
+        max_in_flight: 1,
+        ..KeyValue::default()
+    };
+    let store = AppStore::over(Arc::new(Silent), settings);
+    let why = other(store.get(&log(), "default", "k").await);
+    assert_eq!(
+        why,
+        "the key-value store failed: no answer within 300ms (timeout)"
+    );
+    // Its place in flight was given back: the next one times out too, not refused.
+    let why = other(store.increment(&log(), "default", "k".into(), 1).await);
+    assert!(why.ends_with("(timeout)"), "{why}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn operations_past_max_in_flight_fail_at_once() {
+    let settings = KeyValue {
+        max_in_flight: 2,
+        ..KeyValue::default()
+    };
+    let store = Arc::new(AppStore::over(Arc::new(Silent), settings));
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.exists(&log(), "default", "k").await })
+        })
+        .collect();
+    // Let both take their places (the paused clock does not move meanwhile).
+    tokio::task::yield_now().await;
+    let why = other(store.get(&log(), "default", "k").await);
+    assert_eq!(
+        why,
+        "2 key-value operations of this app are in flight already (max_in_flight)"
+    );
+    for task in held {
+        task.abort();
+    }
+}
+
+#[tokio::test]
+async fn keys_values_and_buckets_past_the_settings_are_refused_before_the_backend() {
+    let settings = KeyValue {
+        max_key_size: 4,
+        max_value_size: 8,
+        buckets: vec!["default".into(), "b".into()],
+        ..KeyValue::default()
+    };
+    let store = AppStore::over(Arc::new(Silent), settings);
+    assert_eq!(store.open("b"), Ok(()));
+    assert_eq!(store.open("other"), Err(KvError::NoSuchStore));
+    let why = other(store.get(&log(), "b", "12345").await);
+    assert_eq!(
+        why,
+        "the key is 5 bytes long: keys are at most 4 bytes (max_key_size)"
+    );
+    let why = other(
+        store
+            .set_many(&log(), "b", vec![("k".into(), vec![0; 9])])
+            .await,
+    );
+    assert_eq!(
+        why,
+        "the value is 9 bytes: values are at most 8 bytes (max_value_size)"
+    );
+    let none = AppStore::none();
+    assert_eq!(none.open("default"), Err(KvError::AccessDenied));
+}
+
+fn temp_file(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("wedge-kv-unit-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir.join("app.redb")
+}
+
+fn bucket(name: &str) -> Bucket<'_> {
+    Bucket { app: "app", name }
+}
+
+const ROOMY: Quota = Quota {
+    max_keys: 100,
+    max_bytes: 1 << 20,
+};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_embedded_file_keeps_values_counters_and_buckets_apart() {
+    let path = temp_file("basics");
+    let db = Embedded::open(path.clone()).await.unwrap();
+    let (a, b) = (bucket("a"), bucket("b"));
+    assert_eq!(db.get(a, "k").await, Ok(None));
+    db.set_many(a, vec![("k".into(), b"one".to_vec())], ROOMY)
+        .await
+        .unwrap();
+    assert_eq!(db.get(a, "k").await, Ok(Some(b"one".to_vec())));
+    assert_eq!(db.get(b, "k").await, Ok(None), "buckets are apart");
+    assert_eq!(db.increment(a, "n".into(), 5, ROOMY).await, Ok(5));
+    assert_eq!(db.increment(a, "n".into(), -7, ROOMY).await, Ok(-2));
+    assert_eq!(db.get(a, "n").await, Ok(Some(b"-2".to_vec())));
+    let why = db.increment(a, "k".into(), 1, ROOMY).await.unwrap_err();
+    assert!(
+        format!("{why:?}").contains("not a decimal number"),
+        "{why:?}"
+    );
+    // Compare-and-swap: from absent, then from what is there, never from a stale value.
+    assert_eq!(
+        db.swap(b, "c".into(), None, b"1".to_vec(), ROOMY).await,
+        Ok(true)
+    );
+    assert_eq!(
+        db.swap(b, "c".into(), None, b"2".to_vec(), ROOMY).await,
+        Ok(false)
+    );
+    let from_one = db.swap(b, "c".into(), Some(b"1".to_vec()), b"2".to_vec(), ROOMY);
+    assert_eq!(from_one.await, Ok(true));
+    assert_eq!(db.get(b, "c").await, Ok(Some(b"2".to_vec())));
+    db.delete_many(a, vec!["k".into(), "absent".into()])
+        .await
+        .unwrap();
+    assert_eq!(db.exists(a, "k").await, Ok(false));
+    assert_eq!(db.totals("app").await, Ok(Some((2, 5)))); // n=-2, c=2
+    drop(db);
+    // What was acknowledged is in the file.
+    let db = Embedded::open(path).await.unwrap();
+    assert_eq!(db.get(a, "n").await, Ok(Some(b"-2".to_vec())));
+    assert_eq!(db.get(b, "c").await, Ok(Some(b"2".to_vec())));
+    // Purged: every bucket empty, the totals back to nothing, the file usable.
+    db.purge("app").await.unwrap();
+    assert_eq!(db.get(a, "n").await, Ok(None));
+    assert!(
+        db.list_keys(b, ListFrom::Start, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(db.totals("app").await, Ok(Some((0, 0))));
+    assert_eq!(db.increment(a, "n".into(), 1, ROOMY).await, Ok(1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_are_listed_in_pages_by_either_cursor() {
+    let db = Embedded::open(temp_file("list")).await.unwrap();
+    let a = bucket("a");
+    let pairs = (0..5).map(|n| (format!("k{n}"), vec![n as u8])).collect();
+    db.set_many(a, pairs, ROOMY).await.unwrap();
+    let page = |from| db.list_keys(a, from, 2);
+    assert_eq!(page(ListFrom::Start).await.unwrap(), ["k0", "k1"]);
+    assert_eq!(
+        page(ListFrom::After("k1".into())).await.unwrap(),
+        ["k2", "k3"]
+    );
+    assert_eq!(page(ListFrom::Offset(4)).await.unwrap(), ["k4"]);
+    assert!(page(ListFrom::Offset(u64::MAX)).await.unwrap().is_empty());
+    assert!(
+        db.list_keys(bucket("empty"), ListFrom::Start, 2)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quotas_count_every_bucket_and_a_refused_write_changes_nothing() {
+    let db = Embedded::open(temp_file("quota")).await.unwrap();
+    let quota = Quota {
+        max_keys: 2,
+        max_bytes: 8,
+    };
+    let (a, b) = (bucket("a"), bucket("b"));
+    db.set_many(a, vec![("k".into(), b"1234".to_vec())], quota)
+        .await
+        .unwrap();
+    db.set_many(b, vec![("k".into(), b"1".to_vec())], quota)
+        .await
+        .unwrap();
+    // A third key, in any bucket, is past max_keys; the batch sets none of its pairs.
+    let third = vec![("k".into(), b"2".to_vec()), ("x".into(), b"3".to_vec())];
+    let why = db.set_many(b, third, quota).await.unwrap_err();
+    assert!(
+        format!("{why:?}").contains("at most 2 keys (max_keys)"),
+        "{why:?}"
+    );
+    assert_eq!(db.get(b, "k").await, Ok(Some(b"1".to_vec())));
+    // Bytes are keys' and values' lengths: 5 + 2 now; replacing a value counts its
+    // new length, 5 + 4 = 9 > 8.
+    let why = db
+        .set_many(b, vec![("k".into(), b"123".to_vec())], quota)
+        .await
+        .unwrap_err();
+    assert!(format!("{why:?}").contains("(max_bytes)"), "{why:?}");
+    assert_eq!(db.increment(b, "k".into(), 10, quota).await, Ok(11)); // 5 + 3 = 8
+    // Deleting gives room back.
+    db.delete_many(a, vec!["k".into()]).await.unwrap();
+    let room = db.set_many(a, vec![("z".into(), b"1234".to_vec())], quota);
+    assert_eq!(room.await, Ok(()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_increments_are_never_lost() {
+    let db: Arc<dyn Backend> = Embedded::open(temp_file("concurrent")).await.unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                for _ in 0..25 {
+                    db.increment(bucket("a"), "n".into(), 1, ROOMY)
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(db.get(bucket("a"), "n").await, Ok(Some(b"200".to_vec())));
+}

@@ -1,0 +1,109 @@
+//! A real `redis-server` (Debian's `redis-server` package) on a loopback port the
+//! test picks, for the Redis backend's tests: started, stopped, paused and started
+//! again on the same port by the test.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A `redis-server` with no persistence, killed on drop.
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+    dir: PathBuf,
+}
+
+impl RedisServer {
+    /// Starts one on a free loopback port.
+    pub fn start() -> RedisServer {
+        // A port the kernel had free a moment ago; redis-server cannot take port 0.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut server = RedisServer {
+            child: None,
+            port,
+            dir: super::temp_dir("redis"),
+        };
+        server.run();
+        server
+    }
+
+    /// `redis://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn run(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting redis-server (install it: apt-get install redis-server)");
+        self.child = Some(child);
+        super::poll_until("redis-server answering PING", || self.ping().then_some(()));
+    }
+
+    /// Whether it answers `PING` now.
+    pub fn ping(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut answer = [0u8; 7];
+        stream.write_all(b"PING\r\n").is_ok()
+            && stream.read_exact(&mut answer).is_ok()
+            && &answer == b"+PONG\r\n"
+    }
+
+    /// Kills it (its data goes with it: no persistence).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.run();
+    }
+
+    /// Freezes it (SIGSTOP): connections stay open, nothing is answered.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("redis-server runs").id();
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.resume();
+        }
+        self.stop();
+    }
+}
