@@ -537,3 +537,53 @@ fn removing_an_app_keeps_its_keys_unless_purged_and_the_metrics_count_them() {
     deploy();
     assert_eq!(call(server, "GET", "/probe/v2/default/k", None).0, "404");
 }
+
+#[test]
+fn the_todo_api_keeps_its_todos_in_the_store() {
+    todo_api(&[]);
+}
+
+#[test]
+fn the_todo_api_keeps_its_todos_in_redis() {
+    let redis = RedisServer::start();
+    todo_api(&["--kv", &redis.url()]);
+}
+
+/// Creates, lists, replaces and deletes todos; each answer is the JSON the
+/// example documents.
+fn todo_api(args: &[&str]) {
+    let args = [args, &["--no-tls"]].concat();
+    let server = Server::start(&example("todo"), &args);
+    let post = |body| call(&server, "POST", "/todos", Some(body));
+    assert_eq!(
+        post(r#"{"title": " milk "}"#),
+        (
+            "201".into(),
+            r#"{"id":1,"title":"milk","done":false}"#.into()
+        )
+    );
+    assert_eq!(post(r#"{"title": "bread", "done": true}"#).0, "201");
+    assert_eq!(post(r#"{"title": ""}"#).0, "400");
+    assert_eq!(
+        call(
+            &server,
+            "PUT",
+            "/todos/1",
+            Some(r#"{"title": "oat milk", "done": true}"#)
+        ),
+        ok(r#"{"id":1,"title":"oat milk","done":true}"#)
+    );
+    assert_eq!(call(&server, "DELETE", "/todos/2", None).0, "204");
+    assert_eq!(call(&server, "GET", "/todos/2", None).0, "404");
+    assert_eq!(
+        call(&server, "GET", "/todos", None),
+        ok(r#"[{"id":1,"title":"oat milk","done":true}]"#)
+    );
+    assert_eq!(
+        post(r#"{"title": "eggs"}"#),
+        (
+            "201".into(),
+            r#"{"id":3,"title":"eggs","done":false}"#.into()
+        )
+    );
+}
