@@ -587,3 +587,22 @@ fn todo_api(args: &[&str]) {
         )
     );
 }
+
+/// An embedded file that cannot be opened (here `<data-dir>/kv` is a file, not a
+/// directory) fails each operation with an error and a log line while wedge serves;
+/// once the fault is gone the next operation opens the file.
+#[test]
+fn an_embedded_fault_is_an_error_and_a_log_line_and_wedge_keeps_serving() {
+    let data = temp_dir("kv-fault");
+    std::fs::write(data.join("kv"), "not a directory").unwrap();
+    let server = Server::start_in(&example("counter"), &["--no-tls"], &data);
+    let (status, body) = call(&server, "POST", "/hits", None);
+    assert_eq!(status, "500");
+    assert!(
+        body.contains("the key-value store failed: cannot create"),
+        "{body}"
+    );
+    server.wait_for_log("app `counter`: key-value store (embedded): cannot create");
+    std::fs::remove_file(data.join("kv")).unwrap();
+    assert_eq!(call(&server, "POST", "/hits", None), ok("1\n"));
+}
