@@ -66,6 +66,10 @@ fuzz_target!(|data: &[u8]| {
                         respond(&mut conn, stream, &mut out);
                     }
                 }
+                Event::Trailers { trailers, .. } => {
+                    let _ = trailers.fields().count();
+                    conn.give_back(trailers);
+                }
                 Event::Reset { .. } => {}
             }
         }
