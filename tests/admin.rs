@@ -258,6 +258,27 @@ fn deploy_replace_under_load_and_delete() {
     assert_eq!(admin.get("/configured"), (200, HELLO.to_string()));
 }
 
+/// A `wasm32-wasip1` module that embeds the wasi:http world deploys like a
+/// component: made one as the deploy loads it (see tests/modules.rs).
+#[test]
+fn a_wasip1_module_deploys_as_a_component() {
+    let admin = Admin::start(&temp_dir("data"), &[]);
+    let module = example("wasip1_handler");
+    let (status, body) = admin.deploy("module", &module, "routes = [\"/module\"]\n");
+    assert_eq!(status, 201, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    // The digest is the module's own: what was deployed.
+    assert_eq!(
+        answer["digest"],
+        support::sha256(&std::fs::read(&module).unwrap())
+    );
+    let hello = "Hello from a wasm32-wasip1 module!\n".to_string();
+    assert_eq!(admin.get("/module"), (200, hello));
+    admin
+        .server
+        .wait_for_log("compiled app `module` (a wasm module, componentized");
+}
+
 #[test]
 fn what_does_not_load_gets_400_and_the_old_version_keeps_serving() {
     let admin = Admin::start(&temp_dir("data"), &[]);

@@ -48,10 +48,16 @@ fn a_file_that_is_not_wasm_is_refused() {
     fails_with(&["serve", &path], "not a WebAssembly file");
 }
 
+/// A module that embeds no wasi:http world (tests/modules.rs serves those that do):
+/// the line names the ways out.
 #[test]
-fn a_core_module_is_refused_with_a_hint() {
+fn a_core_module_without_a_world_is_refused_naming_the_ways_out() {
     let path = file_with("core.wasm", b"\0asm\x01\0\0\0");
-    fails_with(&["serve", &path], "core wasm module, not a component");
+    fails_with(
+        &["serve", &path],
+        "core wasm module that embeds no wasi:http world, not a component; build it for \
+         `wasm32-wasip2`, or generate its wasi:http bindings with wit-bindgen",
+    );
 }
 
 #[test]

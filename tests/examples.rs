@@ -3,6 +3,7 @@
 //! (the `h3` crate over the TLS port).
 
 mod h3_support;
+mod proto_support;
 mod support;
 
 use std::io::Read;
@@ -10,33 +11,8 @@ use std::process::{Command, Stdio};
 
 use bytes::{Buf, Bytes};
 use h3_support::{H3Server, exchange, request, start};
-use support::{curl, pattern, sha256, temp_dir};
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Proto {
-    H1,
-    H2,
-    H3,
-}
-
-/// What came back: status, headers (lower-case names; curl only) and body.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        let found = self.headers.iter().find(|(k, _)| k == name);
-        found.map(|(_, v)| v.as_str())
-    }
-
-    fn text(&self) -> &str {
-        std::str::from_utf8(&self.body).unwrap()
-    }
-}
+use proto_support::{Answer, Proto, curl_send};
+use support::{pattern, sha256};
 
 /// curl's arguments for one protocol on the cleartext listener.
 fn curl_proto(proto: Proto) -> &'static [&'static str] {
@@ -61,51 +37,20 @@ async fn send(
         return Answer {
             status: status.as_u16(),
             headers: Vec::new(),
+            complete: true,
             body,
         };
     }
-    let dir = temp_dir("examples");
-    let (head_file, body_file) = (dir.join("head"), dir.join("body"));
     let url = format!("{}{path}", server.server.url);
-    let mut args: Vec<String> = curl_proto(proto).iter().map(|a| a.to_string()).collect();
-    args.extend(["-X", method, "-D"].map(String::from));
-    args.push(head_file.display().to_string());
-    args.push("-o".into());
-    args.push(body_file.display().to_string());
-    if let Some(body) = body {
-        let input = dir.join("in");
-        std::fs::write(&input, body).unwrap();
-        args.push("--data-binary".into());
-        args.push(format!("@{}", input.display()));
-    }
-    args.push(url);
-    let out = curl(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(
-        out.status.success(),
-        "{proto:?} {method} {path}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let heads = std::fs::read_to_string(head_file).unwrap();
-    // The final head: an upload may have a `100 Continue` before it.
-    let head = heads.trim_end().rsplit("\r\n\r\n").next().unwrap();
-    let mut lines = head.lines();
-    let status_line = lines.next().unwrap();
+    let (version, answer) = curl_send(curl_proto(proto), method, &url, body);
+    assert!(answer.complete, "{proto:?} {method} {path}: {answer:?}");
     let expect_version = if proto == Proto::H2 {
-        "HTTP/2 "
+        "HTTP/2"
     } else {
-        "HTTP/1.1 "
+        "HTTP/1.1"
     };
-    assert!(status_line.starts_with(expect_version), "{status_line}");
-    let status = status_line.split(' ').nth(1).unwrap().parse().unwrap();
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    Answer {
-        status,
-        headers,
-        body: std::fs::read(body_file).unwrap(),
-    }
+    assert_eq!(version, expect_version);
+    answer
 }
 
 async fn upload_hashes_5_mib(proto: Proto) {

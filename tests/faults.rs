@@ -7,42 +7,15 @@
 
 mod admin_support;
 mod h3_support;
+mod proto_support;
 mod support;
 
 use std::time::{Duration, Instant};
 
 use admin_support::Admin;
 use admin_support::parse_text::Samples;
-use h3_support::{client_config, read_body, request};
-use support::{Server, curl, example, temp_dir};
-use tokio::net::TcpStream;
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Proto {
-    H1,
-    H2,
-    H3,
-}
-
-impl Proto {
-    const ALL: [Proto; 3] = [Proto::H1, Proto::H2, Proto::H3];
-
-    fn label(self) -> &'static str {
-        match self {
-            Proto::H1 => "h1",
-            Proto::H2 => "h2",
-            Proto::H3 => "h3",
-        }
-    }
-}
-
-/// What the client saw: the status (0: no head) and whether the body ended cleanly.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    complete: bool,
-    body: Vec<u8>,
-}
+use proto_support::{Answer, Client, Proto};
+use support::{Server, example};
 
 /// What a case must get.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -162,100 +135,11 @@ impl Matrix {
 
     /// One GET of `path` over `proto`, on a connection of its own that is closed after.
     async fn get(&self, proto: Proto, path: &str) -> Answer {
-        match proto {
-            Proto::H1 => {
-                let url = format!("{}{path}", self.server().url);
-                tokio::task::spawn_blocking(move || curl_get(&url))
-                    .await
-                    .unwrap()
-            }
-            Proto::H2 => self.get_h2(path).await,
-            Proto::H3 => self.get_h3(path).await,
-        }
-    }
-
-    /// Over h2c with the `h2` crate: curl (7.88) reports no head at all for a stream
-    /// whose head, data and reset arrive in one read.
-    async fn get_h2(&self, path: &str) -> Answer {
-        let tcp = TcpStream::connect(self.server().authority()).await.unwrap();
-        let (mut send, connection) = h2::client::handshake(tcp).await.unwrap();
-        let connection = tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        let uri = format!("http://localhost{path}");
-        let request = http::Request::get(uri).body(()).unwrap();
-        let (response, _) = send.send_request(request, true).unwrap();
-        let answer = match response.await {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                let mut body = response.into_body();
-                let (mut bytes, mut complete) = (Vec::new(), true);
-                while let Some(chunk) = body.data().await {
-                    let Ok(chunk) = chunk else {
-                        complete = false;
-                        break;
-                    };
-                    let _ = body.flow_control().release_capacity(chunk.len());
-                    bytes.extend_from_slice(&chunk);
-                }
-                Answer {
-                    status,
-                    complete,
-                    body: bytes,
-                }
-            }
-            Err(_) => Answer {
-                status: 0,
-                complete: false,
-                body: Vec::new(),
-            },
+        let client = Client {
+            server: self.server(),
+            data_dir: &self.0.data_dir,
         };
-        // Dropping the connection closes the socket.
-        connection.abort();
-        let _ = connection.await;
-        answer
-    }
-
-    async fn get_h3(&self, path: &str) -> Answer {
-        let pem = self.0.data_dir.join("tls/dev-cert.pem");
-        let tls = self.server().tls_url.as_deref().expect("a TLS listener");
-        let addr = tls.trim_start_matches("https://").parse().unwrap();
-        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-        endpoint.set_default_client_config(client_config(&pem, None));
-        let quic = endpoint
-            .connect(addr, "localhost")
-            .unwrap()
-            .await
-            .expect("QUIC handshake");
-        let (mut driver, mut requests) = h3::client::new(h3_quinn::Connection::new(quic.clone()))
-            .await
-            .expect("HTTP/3 connection");
-        let driving = tokio::spawn(async move {
-            let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
-        });
-        let mut stream = requests.send_request(request("GET", path)).await.unwrap();
-        // The server may have reset the stream already (a fast trap): its answer tells.
-        let _ = stream.finish().await;
-        let answer = match stream.recv_response().await {
-            Ok(response) => {
-                let body = read_body(&mut stream).await;
-                Answer {
-                    status: response.status().as_u16(),
-                    complete: body.is_ok(),
-                    body: body.unwrap_or_default(),
-                }
-            }
-            Err(_) => Answer {
-                status: 0,
-                complete: false,
-                body: Vec::new(),
-            },
-        };
-        drop((stream, requests));
-        quic.close(0u32.into(), b"done");
-        endpoint.wait_idle().await;
-        driving.abort();
-        answer
+        client.get(proto, path).await
     }
 
     /// The warning lines the app's faults wrote so far.
@@ -282,33 +166,6 @@ impl Matrix {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-    }
-}
-
-/// GET `url` with curl over HTTP/1.1; the status as the head arrived (if it did).
-fn curl_get(url: &str) -> Answer {
-    let dir = temp_dir("faults-curl");
-    let (head, body) = (dir.join("head"), dir.join("body"));
-    let out = curl(&[
-        "--http1.1",
-        "-D",
-        head.to_str().unwrap(),
-        "-o",
-        body.to_str().unwrap(),
-        url,
-    ]);
-    let head = std::fs::read_to_string(head).unwrap_or_default();
-    let status = head
-        .lines()
-        .next()
-        .and_then(|line| line.split(' ').nth(1))
-        .map_or(0, |code| code.parse().unwrap());
-    Answer {
-        status,
-        // curl exits 0 only for a response that ended cleanly (18: partial body,
-        // 52: nothing before the close, 56: reset).
-        complete: out.status.success(),
-        body: std::fs::read(body).unwrap_or_default(),
     }
 }
 
@@ -412,7 +269,8 @@ async fn a_large_guest_head_within_the_limit_is_sent_whole_over_every_protocol()
 
 /// Status code and body of one request on a new connection.
 fn get(server: &Server, path: &str) -> (String, Vec<u8>) {
-    let answer = curl_get(&format!("{}{path}", server.url));
+    let url = format!("{}{path}", server.url);
+    let (_, answer) = proto_support::curl_send(&["--http1.1"], "GET", &url, None);
     (answer.status.to_string(), answer.body)
 }
 

@@ -249,6 +249,30 @@ fn push_writes_the_wasm_artifact_layout_and_serves_by_tag_and_by_digest() {
     by_digest.wait_for_log(&format!("{pinned} resolved to {digest}"));
 }
 
+/// A `wasm32-wasip1` module that embeds the wasi:http world is pushed as it is
+/// (`wedge push` checks it loads: made a component) and served by reference, made a
+/// component as it is loaded (see tests/modules.rs).
+#[test]
+fn a_wasip1_module_is_pushed_and_served_by_reference() {
+    let registry = Registry::start();
+    let module = example("wasip1_handler");
+    let digest = push(&module, &format!("{}/apps/module:v1", registry.addr));
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&registry.manifest("apps/module", "v1")).unwrap();
+    let wasm = std::fs::read(&module).unwrap();
+    assert_eq!(
+        manifest["layers"][0]["digest"],
+        format!("sha256:{}", sha256(&wasm))
+    );
+    let server = Server::start(
+        Path::new(&registry.reference("apps/module:v1")),
+        &["--no-tls"],
+    );
+    assert_eq!(body(&server), "Hello from a wasm32-wasip1 module!\n");
+    let log = server.wait_for_log(&format!("resolved to {digest}"));
+    assert!(log.contains("(a wasm module, componentized"), "{log}");
+}
+
 #[test]
 fn a_wrong_digest_or_a_tampered_layer_is_refused_naming_the_reference() {
     let registry = Registry::start();

@@ -27,13 +27,26 @@ pub fn wedge_bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wedge")))
 }
 
-/// Path of an example component, building all examples the first time any
-/// test asks. The build runs once per `cargo test` run: later calls (and other
-/// test binaries, serialised by a file lock) find cargo's output up to date.
+/// The examples built for `wasm32-wasip1` (core modules, which wedge componentizes
+/// on load), by package name; the others are built for `wasm32-wasip2`.
+const WASIP1_EXAMPLES: &[&str] = &["wasip1-handler"];
+
+/// Path of an example component (or, for the `wasm32-wasip1` ones, module), building
+/// all examples the first time any test asks. `name` is the `.wasm` file's (a
+/// library's `-` as `_`). The build runs once per `cargo test` run: later calls (and
+/// other test binaries, serialised by a file lock) find cargo's output up to date.
 pub fn example(name: &str) -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    let dir = BUILT.get_or_init(build_examples);
-    let path = dir.join(format!("{name}.wasm"));
+    let target_dir = BUILT.get_or_init(build_examples);
+    let wasip1 = WASIP1_EXAMPLES
+        .iter()
+        .any(|package| package.replace('-', "_") == name.replace('-', "_"));
+    let target = if wasip1 {
+        "wasm32-wasip1"
+    } else {
+        "wasm32-wasip2"
+    };
+    let path = target_dir.join(format!("{target}/release/{name}.wasm"));
     assert!(
         path.is_file(),
         "example {name} was not built: {}",
@@ -42,43 +55,52 @@ pub fn example(name: &str) -> PathBuf {
     path
 }
 
+/// Builds the examples into `examples/target` (returned): most for `wasm32-wasip2`,
+/// [`WASIP1_EXAMPLES`] for `wasm32-wasip1`.
 fn build_examples() -> PathBuf {
     let repo = repo();
     let target_dir = repo.join("examples/target");
     std::fs::create_dir_all(&target_dir).unwrap();
     let lock = std::fs::File::create(target_dir.join(".wedge-tests.lock")).unwrap();
     lock.lock().unwrap();
+    let wasip2: Vec<&str> = ["--workspace"]
+        .into_iter()
+        .chain(WASIP1_EXAMPLES.iter().flat_map(|p| ["--exclude", p]))
+        .collect();
+    let wasip1: Vec<&str> = WASIP1_EXAMPLES.iter().flat_map(|p| ["-p", p]).collect();
+    for (target, packages) in [("wasm32-wasip2", wasip2), ("wasm32-wasip1", wasip1)] {
+        build_examples_for(target, &packages, &target_dir);
+    }
+    target_dir
+}
+
+fn build_examples_for(target: &str, packages: &[&str], target_dir: &Path) {
     let rustup = Command::new("rustup")
-        .args(["target", "add", "wasm32-wasip2"])
+        .args(["target", "add", target])
         .output();
     if let Ok(out) = rustup {
         assert!(
             out.status.success(),
-            "rustup target add wasm32-wasip2 failed: {}",
+            "rustup target add {target} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "--manifest-path",
-        ])
-        .arg(repo.join("examples/Cargo.toml"))
+        .args(["build", "--release", "--target", target])
+        .args(packages)
+        .arg("--manifest-path")
+        .arg(repo().join("examples/Cargo.toml"))
         // Where `example` looks, whatever CARGO_TARGET_DIR the tests run with.
         .arg("--target-dir")
-        .arg(&target_dir)
+        .arg(target_dir)
         .output()
         .expect("running cargo to build the examples");
     assert!(
         out.status.success(),
-        "building the examples failed:\n{}",
+        "building the examples for {target} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    target_dir.join("wasm32-wasip2/release")
 }
 
 /// A fresh, empty data directory for one wedge process.

@@ -14,6 +14,7 @@
 pub mod admission;
 mod dev;
 mod errors;
+pub mod guest_crate;
 pub mod hex;
 mod ip_class;
 pub mod keyvalue;
@@ -33,6 +34,7 @@ use toml::de::DeTable;
 
 pub use dev::DevConfig;
 pub use errors::{ConfigError, ConfigErrors};
+use guest_crate::GuestCrate;
 use parse::{Files, Paths};
 use reader::Doc;
 pub use schema::{AdminConfig, AppConfig, ComponentSource, Config, PemFiles, TlsConfig};
@@ -95,6 +97,12 @@ pub fn parse_dev(text: &str, path: &Path) -> Result<Option<DevConfig>, ConfigErr
         let mut root = reader::Table::new(String::new(), 0..0, root);
         root.take("dev").map(|field| dev::table(doc, &field, base))
     })
+}
+
+/// The `[package.metadata.wedge]` table of the guest crate manifest `text` (a
+/// `Cargo.toml`), named `source` in messages.
+pub fn parse_guest_crate(text: &str, source: &str) -> Result<GuestCrate, ConfigErrors> {
+    checked(text, source.to_string(), guest_crate::guest_crate)
 }
 
 /// Checks that `name` is an app name (`[[app]]` `name`, `PUT /apps/{name}`):

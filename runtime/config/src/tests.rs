@@ -744,3 +744,41 @@ fn a_bad_dev_table_is_reported_with_its_lines_by_wedge_dev_and_wedge_serve() {
         "[dev]\nbuild = \"make\"\ncomponent = \"a.wasm\"\n",
     ));
 }
+
+#[test]
+fn a_guest_crate_without_wedge_metadata_builds_for_wasip2() {
+    let manifest =
+        "[package]\nname = \"greeter\"\nversion = \"0.1.0\"\n[package.metadata.docs]\nx = 1\n";
+    let parsed = parse_guest_crate(manifest, "Cargo.toml").unwrap();
+    assert_eq!(parsed.target, guest_crate::WasmTarget::Wasip2);
+    assert_eq!(
+        parse_guest_crate("[workspace]\n", "Cargo.toml").unwrap(),
+        parsed
+    );
+}
+
+#[test]
+fn a_guest_crate_names_its_target_in_wedge_metadata() {
+    let manifest =
+        "[package]\nname = \"m\"\n[package.metadata.wedge]\ntarget = \"wasm32-wasip1\"\n";
+    let parsed = parse_guest_crate(manifest, "Cargo.toml").unwrap();
+    assert_eq!(parsed.target, guest_crate::WasmTarget::Wasip1);
+}
+
+#[test]
+fn wedge_metadata_problems_name_their_key_and_line() {
+    let manifest = "[package]\nname = \"m\"\n[package.metadata.wedge]\ntarget = \"wasm32-unknown\"\ncolour = 1\n";
+    let errors = parse_guest_crate(manifest, "Cargo.toml")
+        .unwrap_err()
+        .to_string();
+    let lines: Vec<&str> = errors.lines().collect();
+    assert_eq!(lines.len(), 2, "{errors}");
+    assert!(
+        lines[0].starts_with("Cargo.toml:4: package.metadata.wedge.target: `wasm32-unknown`"),
+        "{errors}"
+    );
+    assert!(
+        lines[1].starts_with("Cargo.toml:5: package.metadata.wedge.colour: unknown key"),
+        "{errors}"
+    );
+}

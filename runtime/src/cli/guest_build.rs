@@ -1,4 +1,5 @@
-//! Builds a guest crate directory into a component with cargo.
+//! Builds a guest crate directory into a component (or a module wedge makes one)
+//! with cargo, for the target its `[package.metadata.wedge]` names.
 
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -6,11 +7,11 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
+use wedge_config::guest_crate::GuestCrate;
+
 use crate::host::ansi;
 
-pub(crate) const WASM_TARGET: &str = "wasm32-wasip2";
-
-/// A component built from a guest crate.
+/// A component (or module) built from a guest crate.
 pub struct Built {
     pub name: String,
     pub wasm: PathBuf,
@@ -42,9 +43,10 @@ impl BuildFailed {
     }
 }
 
-/// Runs `cargo build --release --target wasm32-wasip2` in `dir`, showing cargo's
-/// progress and the compiler's messages on stderr as they come, and returns the
-/// component it produced, or the errors it printed.
+/// Runs `cargo build --release --target TARGET` in `dir` (`wasm32-wasip2` unless
+/// the crate's `[package.metadata.wedge]` names another), showing cargo's progress
+/// and the compiler's messages on stderr as they come, and returns the component it
+/// produced, or the errors it printed.
 pub fn build(dir: &Path) -> Result<Built, BuildFailed> {
     let manifest = dir.join("Cargo.toml");
     if !manifest.is_file() {
@@ -56,12 +58,23 @@ pub fn build(dir: &Path) -> Result<Built, BuildFailed> {
     let manifest = manifest
         .canonicalize()
         .map_err(|err| BuildFailed::new(format!("cannot resolve {}: {err}", manifest.display())))?;
-    ensure_wasm_target().map_err(|err| BuildFailed::new(format!("{err:#}")))?;
-    eprintln!("wedge: building {} for {WASM_TARGET}", dir.display());
-    run_cargo(dir, &manifest)
+    let settings = guest_crate(dir).map_err(|err| BuildFailed::new(format!("{err:#}")))?;
+    let target = settings.target.as_str();
+    ensure_wasm_target(target).map_err(|err| BuildFailed::new(format!("{err:#}")))?;
+    eprintln!("wedge: building {} for {target}", dir.display());
+    run_cargo(dir, &manifest, target)
 }
 
-fn run_cargo(dir: &Path, manifest: &Path) -> Result<Built, BuildFailed> {
+/// What the `Cargo.toml` in `dir` says in `[package.metadata.wedge]`.
+pub(crate) fn guest_crate(dir: &Path) -> Result<GuestCrate> {
+    let manifest = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .with_context(|| format!("cannot read {}", manifest.display()))?;
+    wedge_config::parse_guest_crate(&text, &manifest.display().to_string())
+        .map_err(|errors| anyhow::anyhow!("{errors}"))
+}
+
+fn run_cargo(dir: &Path, manifest: &Path, target: &str) -> Result<Built, BuildFailed> {
     // Diagnostics come back as JSON so they can be both shown and kept for the
     // error page, which shows rustc's colours; so does cargo's own output. Shown on
     // stderr, they keep their colours on a terminal only.
@@ -72,7 +85,7 @@ fn run_cargo(dir: &Path, manifest: &Path) -> Result<Built, BuildFailed> {
             "build",
             "--release",
             "--target",
-            WASM_TARGET,
+            target,
             format,
             "--color=always",
         ])
@@ -225,7 +238,7 @@ pub(crate) fn shown(text: &str, colour: bool) -> std::borrow::Cow<'_, str> {
 }
 
 /// Installs the wasm target with rustup when it is missing.
-fn ensure_wasm_target() -> Result<()> {
+fn ensure_wasm_target(target: &str) -> Result<()> {
     let Ok(output) = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
@@ -234,18 +247,18 @@ fn ensure_wasm_target() -> Result<()> {
         return Ok(());
     };
     let installed = String::from_utf8_lossy(&output.stdout);
-    if installed.lines().any(|t| t.trim() == WASM_TARGET) {
+    if installed.lines().any(|t| t.trim() == target) {
         return Ok(());
     }
     eprintln!(
-        "wedge: the {WASM_TARGET} target is missing; installing it with `rustup target add {WASM_TARGET}`"
+        "wedge: the {target} target is missing; installing it with `rustup target add {target}`"
     );
     let status = Command::new("rustup")
-        .args(["target", "add", WASM_TARGET])
+        .args(["target", "add", target])
         .status()
         .context("running rustup")?;
     if !status.success() {
-        bail!("`rustup target add {WASM_TARGET}` failed");
+        bail!("`rustup target add {target}` failed");
     }
     Ok(())
 }

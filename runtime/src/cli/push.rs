@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use wasmtime::component::Component;
 
 use super::registry_args::RegistryArgs;
 use crate::host::{self, App, ArtifactCache, Limits, PoolConfig};
@@ -62,20 +61,15 @@ pub fn run(args: PushArgs) -> Result<()> {
 }
 
 /// Loads `wasm` as `wedge serve` would (a component exporting
-/// `wasi:http/incoming-handler`, importing only what wedge provides) and names
-/// its imports and exports for the artifact's config.
+/// `wasi:http/incoming-handler`, importing only what wedge provides, or a module
+/// made one) and names the component's imports and exports for the artifact's config.
 fn check(name: &str, wasm: &[u8], cache: &ArtifactCache) -> Result<ComponentInfo> {
     let engine = host::build_engine(&PoolConfig {
         max_instances: 1,
         ..PoolConfig::default()
     })?;
-    App::load(&engine, cache, name, wasm, Limits::default())?;
-    // Loaded from the precompiled cache App::load just filled, when it is on.
-    let component = match cache.load(&engine, wasm) {
-        Some(component) => component,
-        None => Component::new(&engine, wasm)?,
-    };
-    let ty = component.component_type();
+    let app = App::load(&engine, cache, name, wasm, Limits::default())?;
+    let ty = app.component().component_type();
     let names = |items: &mut dyn Iterator<Item = String>| {
         let mut names: Vec<String> = items.collect();
         names.sort();

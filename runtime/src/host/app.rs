@@ -13,6 +13,7 @@ use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::admission::Admission;
 use super::cache::ArtifactCache;
+use super::componentize::{self, Adapter, Binary};
 use super::guest_log::GuestOutput;
 use super::hooks::OutboundGate;
 use super::keyvalue::AppStore;
@@ -60,6 +61,14 @@ impl Pre {
         }
     }
 
+    /// The compiled component.
+    pub(crate) fn component(&self) -> &Component {
+        match &self.0 {
+            ProxyPre::P2(pre) => pre.instance_pre().component(),
+            ProxyPre::P3(pre) => pre.instance_pre().component(),
+        }
+    }
+
     /// Whether the component exports the p3 `wasi:http/handler`.
     pub(crate) fn is_p3(&self) -> bool {
         matches!(self.0, ProxyPre::P3(_))
@@ -86,7 +95,9 @@ impl Pre {
 }
 
 impl App {
-    /// Validates, compiles (or loads from `cache`) and pre-instantiates `wasm`.
+    /// Validates, compiles (or loads from `cache`) and pre-instantiates `wasm`: a
+    /// component, or a core module that embeds a wasi:http world, which is made a
+    /// component first (see `componentize`).
     pub fn load(
         engine: &Engine,
         cache: &ArtifactCache,
@@ -94,7 +105,7 @@ impl App {
         wasm: &[u8],
         limits: Limits,
     ) -> Result<App> {
-        check_is_component(wasm)?;
+        let binary = Binary::of(wasm)?;
         if let Some(pool) = super::engine::pool_max_memory()
             && limits.memory > pool
         {
@@ -106,25 +117,42 @@ impl App {
             );
         }
         let started = Instant::now();
-        let cached = cache.load(engine, wasm);
+        let adapter = match binary {
+            Binary::Component => None,
+            Binary::Module => Some(Adapter::Reactor),
+        };
+        // The cache is keyed by what was loaded, so a cached module is not
+        // componentized again.
+        let source: &[&[u8]] = match adapter {
+            None => &[wasm],
+            Some(adapter) => &[adapter.identity(), wasm],
+        };
+        let cached = cache.load(engine, source);
         let from_cache = cached.is_some();
-        let component = match cached {
-            Some(component) => component,
-            None => Component::new(engine, wasm)?,
+        let component = match (cached, adapter) {
+            (Some(component), _) => component,
+            (None, None) => Component::new(engine, wasm)?,
+            (None, Some(adapter)) => Component::new(engine, module_to_component(wasm, adapter)?)?,
         };
         let world = check_exports(engine, &component)?;
         let pre = pre_instantiate(engine, &component, world)?;
         let elapsed = started.elapsed().as_millis();
+        let made = adapter.map_or(String::new(), |adapter| {
+            format!(
+                " (a wasm module, componentized with the WASI preview 1 {} adapter)",
+                adapter.name()
+            )
+        });
         if from_cache {
-            tracing::info!("loaded app `{name}` from the precompiled cache in {elapsed} ms");
+            tracing::info!("loaded app `{name}`{made} from the precompiled cache in {elapsed} ms");
         } else if cache.is_enabled() {
             // Only a component that passed validation is worth keeping.
-            cache.store(engine, wasm, &component);
+            cache.store(engine, source, &component);
             tracing::info!(
-                "compiled app `{name}` in {elapsed} ms (stored in the precompiled cache)"
+                "compiled app `{name}`{made} in {elapsed} ms (stored in the precompiled cache)"
             );
         } else {
-            tracing::info!("compiled app `{name}` in {elapsed} ms");
+            tracing::info!("compiled app `{name}`{made} in {elapsed} ms");
         }
         let name: Arc<str> = name.into();
         let metrics = AppMetrics::detached();
@@ -185,26 +213,29 @@ impl App {
         self
     }
 
+    /// The component the app runs (a module it was loaded as made one).
+    pub fn component(&self) -> &Component {
+        self.pre.component()
+    }
+
     /// The app's name, as it appears in logs.
     pub fn name(&self) -> &str {
         &self.name
     }
 }
 
-/// Refuses anything that is not a wasm component, naming what it is instead.
-fn check_is_component(wasm: &[u8]) -> Result<()> {
-    const MAGIC: &[u8] = b"\0asm";
-    if wasm.len() < 8 || &wasm[..4] != MAGIC {
-        bail!("not a WebAssembly file (no `\\0asm` header)");
-    }
-    // Bytes 4..8: a core module has version 1 and layer 0; a component has layer 1.
-    if wasm[6..8] == [0, 0] {
+/// The component a core module becomes with `adapter`, or, for a module that
+/// embeds no component world, why it cannot be served and what to do instead.
+fn module_to_component(module: &[u8], adapter: Adapter) -> Result<Vec<u8>> {
+    if !componentize::embeds_world(module)? {
         bail!(
-            "this is a core wasm module, not a component; build for `wasm32-wasip2` \
-             (or wrap it with `wasm-tools component new`)"
+            "this is a core wasm module that embeds no wasi:http world, not a component; \
+             build it for `wasm32-wasip2`, or generate its wasi:http bindings with \
+             wit-bindgen (a `wasm32-wasip1` module that embeds the world is made a \
+             component when it is loaded), or wrap it with `wasm-tools component new`"
         );
     }
-    Ok(())
+    componentize::componentize(module, adapter)
 }
 
 /// Which wasi:http world a component serves.

@@ -1,5 +1,6 @@
 //! On-disk cache of precompiled components, keyed by the engine's
-//! compatibility hash and the component's bytes, so a restart skips cranelift.
+//! compatibility hash and what the component was made from (the bytes loaded and,
+//! for a componentized module, its adapter), so a restart skips cranelift.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -47,19 +48,23 @@ impl ArtifactCache {
         self.dir.is_some()
     }
 
-    /// The file a component's artifact is stored in for this engine.
-    fn path_for(&self, dir: &Path, engine: &Engine, wasm: &[u8]) -> PathBuf {
+    /// The file the artifact of a component made from `source` is stored in for
+    /// this engine. Each part's length goes before it, so no two sources share a key.
+    fn path_for(&self, dir: &Path, engine: &Engine, source: &[&[u8]]) -> PathBuf {
         let mut hasher = Sha256Hasher(Sha256::new());
         engine.precompile_compatibility_hash().hash(&mut hasher);
-        hasher.0.update(wasm);
+        for part in source {
+            hasher.0.update((part.len() as u64).to_le_bytes());
+            hasher.0.update(part);
+        }
         let digest = hasher.0.finalize();
         let name = crate::hex::hex(&digest);
         dir.join(format!("{name}.cwasm"))
     }
 
-    /// The precompiled component for `wasm`, if the cache holds a usable one.
-    pub fn load(&self, engine: &Engine, wasm: &[u8]) -> Option<Component> {
-        let path = self.path_for(self.dir.as_ref()?, engine, wasm);
+    /// The precompiled component made from `source`, if the cache holds a usable one.
+    pub fn load(&self, engine: &Engine, source: &[&[u8]]) -> Option<Component> {
+        let path = self.path_for(self.dir.as_ref()?, engine, source);
         if !path.exists() {
             return None;
         }
@@ -78,11 +83,11 @@ impl ArtifactCache {
         }
     }
 
-    /// Stores a component compiled from `wasm`; failure only costs a
+    /// Stores a component compiled from `source`; failure only costs a
     /// recompilation next time, so it is logged, not returned.
-    pub fn store(&self, engine: &Engine, wasm: &[u8], component: &Component) {
+    pub fn store(&self, engine: &Engine, source: &[&[u8]], component: &Component) {
         let Some(dir) = &self.dir else { return };
-        let path = self.path_for(dir, engine, wasm);
+        let path = self.path_for(dir, engine, source);
         if let Err(err) = write(dir, &path, component) {
             tracing::warn!("could not cache the compiled component: {err:#}");
         }

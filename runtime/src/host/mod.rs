@@ -7,6 +7,7 @@ mod app;
 mod body;
 mod build_failure;
 mod cache;
+mod componentize;
 mod dev_overlay;
 mod dispatch;
 mod engine;

@@ -1,5 +1,6 @@
-//! The config parser: any text, read as a whole `wedge.toml` and as a deployed app's
-//! settings (with and without an uploaded component), comes out a config or errors shown
+//! The config parser: any text, read as a whole `wedge.toml`, as a deployed app's
+//! settings (with and without an uploaded component) and as a guest crate's
+//! `Cargo.toml` (its `[package.metadata.wedge]`), comes out a config or errors shown
 //! one per line (`FILE:LINE: key: message`), each on a line of the text; never a panic.
 //! No disk IO: `parse` and `parse_app` check no files (only `load` reads them).
 
@@ -20,6 +21,9 @@ fuzz_target!(|data: &[u8]| {
         if let Err(errors) = wedge_config::parse_app(&text, "settings", "app", uploaded) {
             check(&text, &errors);
         }
+    }
+    if let Err(errors) = wedge_config::parse_guest_crate(&text, "Cargo.toml") {
+        check(&text, &errors);
     }
 });
 

@@ -9,7 +9,6 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result};
 
 use super::tree::Tree;
-use crate::cli::guest_build::WASM_TARGET;
 
 /// The packages cargo builds `crate_dir` from, as `cargo metadata` says without the
 /// network or a change to the lock file; just `crate_dir` when it cannot (no lock
@@ -48,10 +47,11 @@ fn crate_tree(
 }
 
 fn from_cargo(crate_dir: &Path) -> Result<Tree> {
+    let target = crate::cli::guest_build::guest_crate(crate_dir)?.target;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--locked", "--offline"])
-        .args(["--filter-platform", WASM_TARGET])
+        .args(["--filter-platform", target.as_str()])
         .arg("--manifest-path")
         .arg(crate_dir.join("Cargo.toml"))
         .current_dir(crate_dir)
