@@ -35,10 +35,17 @@ fn tenant(
 ) -> Arc<Tenant> {
     let wasm = std::fs::read(example(example_name)).unwrap();
     let cache = ArtifactCache::new(std::env::temp_dir().join("wedge-metrics-test-cache"));
-    let app = App::load(engine(), &cache, name, &wasm, Limits::default())
-        .unwrap()
-        .with_admission(Arc::new(Admission::new(admission)))
-        .with_metrics(metrics.app(name));
+    let app = App::load(
+        engine(),
+        &cache,
+        name,
+        &wasm,
+        Default::default(),
+        Limits::default(),
+    )
+    .unwrap()
+    .with_admission(Arc::new(Admission::new(admission)))
+    .with_metrics(metrics.app(name));
     Arc::new(Tenant::new(name, Serving::App(Arc::new(app))))
 }
 

@@ -4,15 +4,16 @@
 //! and HTTP/3 (tests/cli.rs: a module that embeds no world is refused).
 
 mod admin_support;
+mod fault_support;
 mod h3_support;
 mod proto_support;
 mod support;
 
 use std::path::PathBuf;
 
-use admin_support::Admin;
+use fault_support::{EVERY_GUEST, LIMITS, Matrix};
 use proto_support::{Client, Proto};
-use support::{Server, example, pattern, poll_until, repo, temp_dir};
+use support::{Server, example, repo, temp_dir};
 
 const HELLO: &[u8] = b"Hello from a wasm32-wasip1 module!\n";
 
@@ -67,86 +68,16 @@ async fn bodies_stream_both_ways_through_a_componentized_module_over_every_proto
         server: &server,
         data_dir: &data_dir,
     };
-    let pieces: Vec<Vec<u8>> = (0..4).map(|i| pattern(10_000, i)).collect();
-    let pieces: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
-    let big = pattern(4 << 20, 7);
-    for proto in Proto::ALL {
-        // Each piece comes back before the next is sent.
-        let (status, echoed) = client.ping_pong(proto, "/echo", &pieces).await;
-        assert_eq!(status, 200, "{proto:?}");
-        assert!(echoed == pieces.concat(), "{proto:?}: the echo differs");
-        let answer = client.send(proto, "POST", "/echo", Some(&big)).await;
-        assert_eq!((answer.status, answer.complete), (200, true), "{proto:?}");
-        assert!(answer.body == big, "{proto:?}: 4 MiB echoed differ");
-    }
+    client.echo_streams_both_ways("/echo").await;
 }
 
-/// Each fault of a module's guest, with its status, its one log line and its count.
+/// Each fault of a module's guest, with its status, its one log line and its count
+/// (`fault_support`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_componentized_modules_faults_are_contained_over_every_protocol() {
-    let app = format!(
-        "[[app]]\nname = \"module\"\ncomponent = \"{}\"\nroutes = [\"/\"]\n\n\
-         [app.limits]\nmemory = \"32MiB\"\ncpu_time = \"200ms\"\n",
-        module().display()
-    );
-    let admin = tokio::task::spawn_blocking(move || Admin::start(&app, &[], "info"))
-        .await
-        .unwrap();
-    let client = Client {
-        server: &admin.server,
-        data_dir: &admin.data_dir,
-    };
-    let cases = [
-        (
-            "/trap",
-            500,
-            "guest trapped: wasm trap: wasm `unreachable`",
-            "trap",
-        ),
-        (
-            "/cpu-loop",
-            504,
-            "CPU time limit of 200ms exceeded",
-            "cpu_timeout",
-        ),
-        ("/memory", 500, "memory limit of 32 MiB exceeded", "memory"),
-    ];
-    let mut lines = 0;
-    for (path, status, cause, kind) in cases {
-        for proto in Proto::ALL {
-            let what = format!("{path} over {proto:?}");
-            let counted = [("app", "module"), ("kind", kind)];
-            let before = admin.scrape().get("wedge_guest_faults_total", &counted);
-            let answer = client.get(proto, path).await;
-            assert_eq!((answer.status, answer.complete), (status, true), "{what}");
-            let samples = admin.scrape_until(&format!("{what} counted, its instance gone"), |s| {
-                s.get("wedge_guest_faults_total", &counted) > before
-                    && s.get("wedge_instances_running", &[("app", "module")]) == 0.0
-            });
-            assert_eq!(
-                samples.get("wedge_guest_faults_total", &counted),
-                before + 1.0
-            );
-            lines += 1;
-            let faults = poll_until(&format!("{what}'s log line"), || {
-                let faults = fault_lines(&admin.server);
-                (faults.len() >= lines).then_some(faults)
-            });
-            assert_eq!(faults.len(), lines, "{what}: {faults:#?}");
-            assert!(faults[lines - 1].contains(cause), "{what}: {faults:#?}");
-            let healthy = client.get(proto, "/").await;
-            assert_eq!(healthy.body, HELLO, "after {what}");
-        }
-    }
-}
-
-/// The lines wedge wrote about the `module` app's faults.
-fn fault_lines(server: &Server) -> Vec<String> {
-    let log = server.log();
-    let lines = log
-        .lines()
-        .filter(|l| l.contains("WARN") && l.contains("app `module`:"));
-    lines.map(String::from).collect()
+    let start = || Matrix::start("module", &module(), "", LIMITS, &[]);
+    let matrix = tokio::task::spawn_blocking(start).await.unwrap();
+    matrix.run(&EVERY_GUEST, ("/", HELLO)).await;
 }
 
 /// `wedge serve DIR` and `wedge dev DIR` build a crate whose

@@ -26,6 +26,28 @@ fn a_new_crate_is_served_immediately() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "Hello from /hi!\n");
 }
 
+/// `wedge new --wagi` makes a WAGI program on the standard library alone, which
+/// `wedge dev` builds for wasm32-wasip1 and runs as WAGI (tests/wagi.rs has the rest).
+#[test]
+fn a_new_wagi_crate_is_served_immediately() {
+    let dir = temp_dir("new-wagi");
+    let out = wedge_new(&dir, &["cgi", "--wagi"], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("edit cgi/src/main.rs, then run `wedge dev cgi`"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("wedge-sdk"), "{stdout}");
+    let server = Server::dev(&dir.join("cgi"), &[]);
+    let log = server.wait_for_log("componentized with the WASI preview 1 command adapter");
+    assert!(log.contains("for wasm32-wasip1"), "{log}");
+    let out = curl(&["--fail", &format!("{}/hi?x", server.url)]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Hello from GET /hi!\n"
+    );
+}
+
 #[test]
 fn an_existing_directory_or_a_bad_name_is_refused() {
     let dir = temp_dir("new-refused");

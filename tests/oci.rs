@@ -273,6 +273,27 @@ fn a_wasip1_module_is_pushed_and_served_by_reference() {
     assert!(log.contains("(a wasm module, componentized"), "{log}");
 }
 
+/// A WAGI program (`wedge push --wagi` checks it as one) served by reference with
+/// `--wagi` (tests/wagi.rs has the rest).
+#[test]
+fn a_wagi_program_is_pushed_and_served_by_reference() {
+    let registry = Registry::start();
+    let reference = format!("{}/apps/cgi:v1", registry.addr);
+    let program = example("wagi").display().to_string();
+    let refused = wedge(&["push", &program, &reference], &temp_dir("push-data"));
+    assert!(!refused.status.success(), "pushed as a wasi:http handler");
+    let out = wedge(
+        &["push", &program, &reference, "--wagi"],
+        &temp_dir("push-data"),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let server = Server::start(
+        Path::new(&registry.reference("apps/cgi:v1")),
+        &["--no-tls", "--wagi"],
+    );
+    assert_eq!(body(&server), "Hello from a WAGI program!\n");
+}
+
 #[test]
 fn a_wrong_digest_or_a_tampered_layer_is_refused_naming_the_reference() {
     let registry = Registry::start();

@@ -37,6 +37,7 @@ fn main() -> Result<()> {
         "hello",
         &wasm,
         Default::default(),
+        Default::default(),
     )?);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -11,7 +11,8 @@ use h2::client::SendRequest;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use wedge::host::{
-    App, ArtifactCache, Limits, PoolConfig, RequestScheme, Serving, Site, Tenant, build_engine,
+    App, ArtifactCache, Executor, Limits, PoolConfig, RequestScheme, Serving, Site, Tenant,
+    build_engine,
 };
 use wedge::net::h2::{ConnStats, H2Config, Handler};
 use wedge::net::{AccessLog, Frontend};
@@ -30,7 +31,8 @@ pub fn engine() -> &'static wasmtime::Engine {
 pub fn app(name: &str) -> Arc<App> {
     let wasm = std::fs::read(example(name)).unwrap();
     let cache = ArtifactCache::new(std::env::temp_dir().join("wedge-h2-test-cache"));
-    Arc::new(App::load(engine(), &cache, name, &wasm, Limits::default()).unwrap())
+    let executor = Executor::default();
+    Arc::new(App::load(engine(), &cache, name, &wasm, executor, Limits::default()).unwrap())
 }
 
 /// A site of `app` alone.

@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::h3_support::{client_config, read_body, request};
-use super::support::{Server, curl, temp_dir};
+use super::support::{Server, curl, pattern, temp_dir};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Proto {
@@ -239,11 +239,33 @@ impl Client<'_> {
         }
     }
 
+    /// Echoes through `path` over every protocol, each must come back whole: pieces
+    /// sent one at a time, each only once the one before came back (so the upload
+    /// reaches the guest and its output reaches the client as they are written), and
+    /// 4 MiB at once.
+    pub async fn echo_streams_both_ways(&self, path: &str) {
+        let pieces: Vec<Vec<u8>> = (0..4).map(|i| pattern(10_000, i)).collect();
+        let pieces: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
+        let big = pattern(4 << 20, 9);
+        for proto in Proto::ALL {
+            let echo = self.ping_pong(proto, path, &pieces).await;
+            assert_eq!((echo.status, echo.complete), (200, true), "{proto:?}");
+            assert!(
+                echo.received == pieces.concat(),
+                "{proto:?}: the echo differs"
+            );
+            let answer = self.send(proto, "POST", path, Some(&big)).await;
+            assert_eq!((answer.status, answer.complete), (200, true), "{proto:?}");
+            assert!(answer.body == big, "{proto:?}: 4 MiB echoed differ");
+        }
+    }
+
     /// POSTs `pieces` to the echoing `path` over `proto` one at a time: each is sent
     /// only once the one before came back, so the exchange ends only if the upload
     /// reaches the guest and the guest's output reaches the client as they are written.
-    /// Returns the status and everything that came back.
-    pub async fn ping_pong(&self, proto: Proto, path: &str, pieces: &[&[u8]]) -> (u16, Vec<u8>) {
+    /// Stops at the first piece whose echo does not come back (the response ended or
+    /// failed before it).
+    pub async fn ping_pong(&self, proto: Proto, path: &str, pieces: &[&[u8]]) -> Echo {
         match proto {
             Proto::H1 => self.ping_pong_h1(path, pieces).await,
             Proto::H2 => self.ping_pong_h2(path, pieces).await,
@@ -251,7 +273,7 @@ impl Client<'_> {
         }
     }
 
-    async fn ping_pong_h1(&self, path: &str, pieces: &[&[u8]]) -> (u16, Vec<u8>) {
+    async fn ping_pong_h1(&self, path: &str, pieces: &[&[u8]]) -> Echo {
         let tcp = TcpStream::connect(self.server.authority()).await.unwrap();
         let (mut send, connection) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
@@ -265,23 +287,22 @@ impl Client<'_> {
             .body(ChannelBody(body))
             .unwrap();
         let sending = send.send_request(request);
-        let mut pong = Pong {
-            upload,
-            received: Vec::new(),
-        };
         // hyper sends the head with the first piece of the body.
-        pong.upload
+        upload
             .send(Bytes::copy_from_slice(pieces[0]))
             .await
             .unwrap();
         let response = sending.await.unwrap();
         let status = response.status().as_u16();
-        let mut body = response.into_body();
-        pong.exchange(pieces, &mut body).await;
-        (status, pong.received)
+        let (received, complete) = exchange(upload, pieces, &mut response.into_body()).await;
+        Echo {
+            status,
+            received,
+            complete,
+        }
     }
 
-    async fn ping_pong_h2(&self, path: &str, pieces: &[&[u8]]) -> (u16, Vec<u8>) {
+    async fn ping_pong_h2(&self, path: &str, pieces: &[&[u8]]) -> Echo {
         let tcp = TcpStream::connect(self.server.authority()).await.unwrap();
         let (mut send, connection) = h2::client::handshake(tcp).await.unwrap();
         tokio::spawn(connection);
@@ -296,22 +317,25 @@ impl Client<'_> {
         let status = response.status().as_u16();
         let mut body = response.into_body();
         let (tx, mut rx) = mpsc::channel::<Bytes>(1);
+        // The server may have reset the stream: then the rest is not sent.
         let forward = tokio::spawn(async move {
             while let Some(piece) = rx.recv().await {
-                upload.send_data(piece, false).unwrap();
+                if upload.send_data(piece, false).is_err() {
+                    return;
+                }
             }
             let _ = upload.send_data(Bytes::new(), true);
         });
-        let mut pong = Pong {
-            upload: tx,
-            received: Vec::new(),
-        };
-        pong.exchange(pieces, &mut body).await;
+        let (received, complete) = exchange(tx, pieces, &mut body).await;
         forward.await.unwrap();
-        (status, pong.received)
+        Echo {
+            status,
+            received,
+            complete,
+        }
     }
 
-    async fn ping_pong_h3(&self, path: &str, pieces: &[&[u8]]) -> (u16, Vec<u8>) {
+    async fn ping_pong_h3(&self, path: &str, pieces: &[&[u8]]) -> Echo {
         let mut h3 = self.h3().await;
         let stream = h3
             .requests
@@ -324,23 +348,26 @@ impl Client<'_> {
             .await
             .unwrap();
         let (tx, mut rx) = mpsc::channel::<Bytes>(1);
+        // The server may have stopped the stream: then the rest is not sent.
         let forward = tokio::spawn(async move {
             while let Some(piece) = rx.recv().await {
-                upload.send_data(piece).await.unwrap();
+                if upload.send_data(piece).await.is_err() {
+                    return;
+                }
             }
-            upload.finish().await.unwrap();
+            let _ = upload.finish().await;
         });
         let response = download.recv_response().await.unwrap();
         let status = response.status().as_u16();
-        let mut pong = Pong {
-            upload: tx,
-            received: Vec::new(),
-        };
-        pong.exchange(pieces, &mut download).await;
+        let (received, complete) = exchange(tx, pieces, &mut download).await;
         forward.await.unwrap();
         drop(download);
         h3.close().await;
-        (status, pong.received)
+        Echo {
+            status,
+            received,
+            complete,
+        }
     }
 }
 
@@ -361,70 +388,83 @@ impl H3 {
     }
 }
 
-/// The client's side of a ping-pong: what it sends, and what came back so far.
-struct Pong {
+/// The client's side of a ping-pong, the first piece on its way: reads from
+/// `download` until all pieces sent came back, sends the next on `upload`, and so on;
+/// then ends the upload and reads the rest. What came back, and whether the response
+/// ended cleanly after every piece came back.
+async fn exchange(
     upload: mpsc::Sender<Bytes>,
-    received: Vec<u8>,
-}
-
-impl Pong {
-    /// With the first piece on its way: reads from `download` until all pieces sent
-    /// came back, sends the next, and so on; then ends the upload and reads the rest.
-    async fn exchange(&mut self, pieces: &[&[u8]], download: &mut impl Download) {
-        let mut expected = 0;
-        for (sent, piece) in pieces.iter().enumerate() {
-            if sent > 0 {
-                self.upload
-                    .send(Bytes::copy_from_slice(piece))
-                    .await
-                    .unwrap();
-            }
-            expected += piece.len();
-            while self.received.len() < expected {
-                let chunk = download
-                    .next()
-                    .await
-                    .unwrap_or_else(|| panic!("the echo of piece {sent} never came back"));
-                self.received.extend_from_slice(&chunk);
+    pieces: &[&[u8]],
+    download: &mut impl Download,
+) -> (Vec<u8>, bool) {
+    let mut received = Vec::new();
+    let mut expected = 0;
+    for (sent, piece) in pieces.iter().enumerate() {
+        if sent > 0 && upload.send(Bytes::copy_from_slice(piece)).await.is_err() {
+            return (received, false);
+        }
+        expected += piece.len();
+        while received.len() < expected {
+            match download.next().await {
+                Ok(Some(chunk)) => received.extend_from_slice(&chunk),
+                Ok(None) | Err(()) => return (received, false),
             }
         }
-        let (upload, _) = mpsc::channel(1);
-        drop(std::mem::replace(&mut self.upload, upload));
-        while let Some(chunk) = download.next().await {
-            self.received.extend_from_slice(&chunk);
+    }
+    drop(upload);
+    loop {
+        match download.next().await {
+            Ok(Some(chunk)) => received.extend_from_slice(&chunk),
+            Ok(None) => return (received, true),
+            Err(()) => return (received, false),
         }
     }
 }
 
+/// What came back of a ping-pong: the status, the bytes, and whether the response
+/// ended cleanly after the echo of every piece.
+#[derive(Debug)]
+pub struct Echo {
+    pub status: u16,
+    pub received: Vec<u8>,
+    pub complete: bool,
+}
+
 /// A response body as each client crate gives it, a piece at a time.
 trait Download {
-    /// The next piece; `None` at the end or on an error.
-    async fn next(&mut self) -> Option<Bytes>;
+    /// The next piece, `None` at the end, or the error that cut it off.
+    async fn next(&mut self) -> Result<Option<Bytes>, ()>;
 }
 
 impl Download for hyper::body::Incoming {
-    async fn next(&mut self) -> Option<Bytes> {
+    async fn next(&mut self) -> Result<Option<Bytes>, ()> {
         loop {
-            if let Ok(data) = self.frame().await?.ok()?.into_data() {
-                return Some(data);
+            let Some(frame) = self.frame().await else {
+                return Ok(None);
+            };
+            if let Ok(data) = frame.map_err(drop)?.into_data() {
+                return Ok(Some(data));
             }
         }
     }
 }
 
 impl Download for h2::RecvStream {
-    async fn next(&mut self) -> Option<Bytes> {
-        let chunk = self.data().await?.ok()?;
+    async fn next(&mut self) -> Result<Option<Bytes>, ()> {
+        let Some(chunk) = self.data().await else {
+            return Ok(None);
+        };
+        let chunk = chunk.map_err(drop)?;
         let _ = self.flow_control().release_capacity(chunk.len());
-        Some(chunk)
+        Ok(Some(chunk))
     }
 }
 
 impl<S: h3::quic::RecvStream> Download for h3::client::RequestStream<S, Bytes> {
-    async fn next(&mut self) -> Option<Bytes> {
+    async fn next(&mut self) -> Result<Option<Bytes>, ()> {
         use bytes::Buf;
-        let mut chunk = self.recv_data().await.ok()??;
-        Some(chunk.copy_to_bytes(chunk.remaining()))
+        let chunk = self.recv_data().await.map_err(drop)?;
+        Ok(chunk.map(|mut chunk| chunk.copy_to_bytes(chunk.remaining())))
     }
 }
 

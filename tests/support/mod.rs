@@ -29,7 +29,7 @@ pub fn wedge_bin() -> PathBuf {
 
 /// The examples built for `wasm32-wasip1` (core modules, which wedge componentizes
 /// on load), by package name; the others are built for `wasm32-wasip2`.
-const WASIP1_EXAMPLES: &[&str] = &["wasip1-handler"];
+const WASIP1_EXAMPLES: &[&str] = &["wasip1-handler", "wagi"];
 
 /// Path of an example component (or, for the `wasm32-wasip1` ones, module), building
 /// all examples the first time any test asks. `name` is the `.wasm` file's (a

@@ -6,7 +6,7 @@
 //! - `/`: `200 Hello from a wasm32-wasip1 module!\n`, and a line on stdout (through
 //!   the preview 1 `fd_write` the adapter implements).
 //! - `/echo`: streams the request body back as it arrives, chunk by chunk.
-//! - `/trap`: panics before the response head (a trap).
+//! - `/trap-before-head`: panics before the response head (a trap).
 //! - `/cpu-loop`: spins forever in pure computation.
 //! - `/memory`: keeps 1 MiB blocks until allocation fails (a trap).
 
@@ -33,7 +33,7 @@ impl Guest for Handler {
         let path = request.path_with_query().unwrap_or_default();
         match path.as_str() {
             "/echo" => echo(request, out),
-            "/trap" => panic!("wasip1-handler: trap before the head"),
+            "/trap-before-head" => panic!("wasip1-handler: trap before the head"),
             "/cpu-loop" => cpu_loop(),
             "/memory" => exhaust_memory(),
             _ => {

@@ -6,6 +6,7 @@ use std::fmt;
 
 use toml::de::DeTable;
 
+use crate::executor::Executor;
 use crate::reader::{Doc, Table};
 
 /// The target a guest crate is built for.
@@ -45,8 +46,10 @@ impl fmt::Display for WasmTarget {
 /// What a guest crate's `[package.metadata.wedge]` says (its defaults without one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GuestCrate {
-    /// `target`.
+    /// `target`; `wasm32-wasip1` by default for a WAGI program.
     pub target: WasmTarget,
+    /// `executor`: how the app it builds runs.
+    pub executor: Executor,
 }
 
 /// The `[package.metadata.wedge]` of the manifest in `root`.
@@ -65,8 +68,18 @@ pub(super) fn guest_crate(doc: &mut Doc, root: &DeTable) -> GuestCrate {
     let target = table
         .take("target")
         .and_then(|f| f.parse(doc, WasmTarget::parse));
+    let executor = table
+        .take("executor")
+        .and_then(|f| f.parse(doc, Executor::parse))
+        .unwrap_or_default();
     table.finish(doc);
+    // A WAGI program is a WASI preview 1 command module.
+    let for_executor = match executor {
+        Executor::WasiHttp => WasmTarget::Wasip2,
+        Executor::Wagi => WasmTarget::Wasip1,
+    };
     GuestCrate {
-        target: target.unwrap_or_default(),
+        target: target.unwrap_or(for_executor),
+        executor,
     }
 }

@@ -14,6 +14,7 @@
 pub mod admission;
 mod dev;
 mod errors;
+pub mod executor;
 pub mod guest_crate;
 pub mod hex;
 mod ip_class;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use toml::de::DeTable;
 
 use crate::admission::AdmissionLimits;
+use crate::executor::Executor;
 use crate::keyvalue::{self, Backend, KeyValue};
 use crate::limits::{Limits, Reuse};
 use crate::oci::{Reference, SCHEME};
@@ -251,6 +252,7 @@ fn app(
 struct Settings {
     /// Each route with its key and where it was written.
     routes: Vec<(Route, String, Range<usize>)>,
+    executor: Executor,
     limits: Limits,
     admission: AdmissionLimits,
     outbound: Outbound,
@@ -265,6 +267,10 @@ fn settings(doc: &mut Doc, mut table: Table) -> Settings {
         let route = field.parse(doc, str::parse::<Route>)?;
         Some((route, field.key.clone(), field.span()))
     });
+    let executor = table
+        .take("executor")
+        .and_then(|field| field.parse(doc, Executor::parse))
+        .unwrap_or_default();
     let (limits, admission, mut outbound) = limits(doc, table.take("limits"));
     outbound.allow = list(doc, table.take("outbound"), |field, doc| {
         field.parse(doc, str::parse::<HostPattern>)
@@ -275,6 +281,7 @@ fn settings(doc: &mut Doc, mut table: Table) -> Settings {
     table.finish(doc);
     Settings {
         routes,
+        executor,
         limits,
         admission,
         outbound,
@@ -299,6 +306,7 @@ impl Settings {
             name,
             component,
             routes,
+            executor: self.executor,
             limits: self.limits,
             admission: self.admission,
             outbound: self.outbound,

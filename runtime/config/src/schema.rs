@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::admission::AdmissionLimits;
+use crate::executor::Executor;
 use crate::keyvalue::KeyValue;
 use crate::limits::Limits;
 use crate::oci::Reference;
@@ -83,6 +84,8 @@ pub struct AppConfig {
     pub component: ComponentSource,
     /// Where its requests come from; may be empty (an app reachable by no route).
     pub routes: Vec<Route>,
+    /// `executor`: how its requests run (`wasi-http`, or `wagi`).
+    pub executor: Executor,
     /// `[app.limits]` memory, cpu_time, wall_time, max_body, host_memory,
     /// max_resources, log_rate, log_burst, instance_reuse, instance_concurrency,
     /// instance_idle.

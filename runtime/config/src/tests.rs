@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::admission::AdmissionLimits;
+use crate::executor::Executor;
 use crate::keyvalue::{Backend, KeyValue};
 use crate::limits::{Limits, Reuse};
 use crate::outbound::Outbound;
@@ -107,6 +108,7 @@ timeout = "250ms"
         name: "api-v2".into(),
         component: ComponentSource::File(base.join("apps/api.wasm")),
         routes: routes(&["api.example.com/", "*.example.com/v2"]),
+        executor: Executor::WasiHttp,
         limits: Limits {
             memory: 64 * 1024 * 1024,
             cpu_time: Duration::from_millis(250),
@@ -198,7 +200,7 @@ fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
     let cases: &[(&str, &str)] = &[
         (
             "bogus = 1",
-            "wedge.toml:5: app[0].bogus: unknown key `bogus`; known keys: name, component, routes, limits, outbound, env, config, keyvalue",
+            "wedge.toml:5: app[0].bogus: unknown key `bogus`; known keys: name, component, routes, executor, limits, outbound, env, config, keyvalue",
         ),
         (
             "routes = \"/x\"",
@@ -597,10 +599,11 @@ fn the_sample_config_is_accepted_and_shows_the_defaults() {
 #[test]
 fn a_deployed_apps_settings_read_like_an_app_table_without_name_and_component() {
     let text = "routes = [\"/a\", \"a.example.com/\"]\noutbound = [\"api.example.com\"]\n\
-                [limits]\nmax_concurrent = 3\n[env]\nMODE = \"x\"\n\
+                executor = \"wagi\"\n[limits]\nmax_concurrent = 3\n[env]\nMODE = \"x\"\n\
                 [keyvalue]\nbackend = \"redis://kv:6379\"\nmax_keys = 7\n";
     let app = parse_app(text, "config", "api", Some(PathBuf::from("/data/a.wasm"))).unwrap();
     assert_eq!(app.name, "api");
+    assert_eq!(app.executor, Executor::Wagi);
     assert_eq!(
         app.component,
         ComponentSource::File(PathBuf::from("/data/a.wasm"))
@@ -612,6 +615,15 @@ fn a_deployed_apps_settings_read_like_an_app_table_without_name_and_component() 
     assert_eq!(app.keyvalue.max_keys, 7);
     let empty = parse_app("", "config", "api", Some(PathBuf::from("a.wasm"))).unwrap();
     assert!(empty.routes.is_empty());
+    assert_eq!(empty.executor, Executor::WasiHttp);
+}
+
+#[test]
+fn an_unknown_executor_is_refused_naming_the_known_ones() {
+    assert_eq!(
+        errors(&with_app("executor = \"cgi\"\n")),
+        ["wedge.toml:5: app[0].executor: `cgi` is not an executor: `wasi-http` or `wagi`"]
+    );
 }
 
 #[test]

@@ -9,12 +9,14 @@ use anyhow::{Context, Result, bail};
 
 use wedge_config::guest_crate::GuestCrate;
 
-use crate::host::ansi;
+use crate::host::{Executor, ansi};
 
 /// A component (or module) built from a guest crate.
 pub struct Built {
     pub name: String,
     pub wasm: PathBuf,
+    /// How the crate's metadata says it runs.
+    pub executor: Executor,
 }
 
 /// A build that produced no component, with what the build said about it.
@@ -62,7 +64,7 @@ pub fn build(dir: &Path) -> Result<Built, BuildFailed> {
     let target = settings.target.as_str();
     ensure_wasm_target(target).map_err(|err| BuildFailed::new(format!("{err:#}")))?;
     eprintln!("wedge: building {} for {target}", dir.display());
-    run_cargo(dir, &manifest, target)
+    run_cargo(dir, &manifest, &settings)
 }
 
 /// What the `Cargo.toml` in `dir` says in `[package.metadata.wedge]`.
@@ -74,7 +76,7 @@ pub(crate) fn guest_crate(dir: &Path) -> Result<GuestCrate> {
         .map_err(|errors| anyhow::anyhow!("{errors}"))
 }
 
-fn run_cargo(dir: &Path, manifest: &Path, target: &str) -> Result<Built, BuildFailed> {
+fn run_cargo(dir: &Path, manifest: &Path, settings: &GuestCrate) -> Result<Built, BuildFailed> {
     // Diagnostics come back as JSON so they can be both shown and kept for the
     // error page, which shows rustc's colours; so does cargo's own output. Shown on
     // stderr, they keep their colours on a terminal only.
@@ -85,7 +87,7 @@ fn run_cargo(dir: &Path, manifest: &Path, target: &str) -> Result<Built, BuildFa
             "build",
             "--release",
             "--target",
-            target,
+            settings.target.as_str(),
             format,
             "--color=always",
         ])
@@ -104,7 +106,7 @@ fn run_cargo(dir: &Path, manifest: &Path, target: &str) -> Result<Built, BuildFa
     let mut errors = String::new();
     if let Some(stdout) = child.stdout.take() {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            match message(&line, manifest) {
+            match message(&line, manifest, settings.executor) {
                 Some(Message::Artifact(artifact)) => built = Some(artifact),
                 Some(Message::Diagnostic { rendered, error }) => {
                     let _ = std::io::stderr().write_all(shown(&rendered, colour).as_bytes());
@@ -133,8 +135,12 @@ fn run_cargo(dir: &Path, manifest: &Path, target: &str) -> Result<Built, BuildFa
         Err(err) => return Err(failed(format!("waiting for cargo: {err}"))),
     }
     built.ok_or_else(|| {
+        let needs = match settings.executor {
+            Executor::WasiHttp => "`[lib] crate-type = [\"cdylib\"]`",
+            Executor::Wagi => "a binary (`src/main.rs`)",
+        };
         BuildFailed::new(format!(
-            "{} built, but produced no component: its Cargo.toml needs `[lib] crate-type = [\"cdylib\"]`",
+            "{} built, but produced no component: its Cargo.toml needs {needs}",
             dir.display()
         ))
     })
@@ -172,14 +178,14 @@ impl std::fmt::Debug for Built {
 
 impl PartialEq for Built {
     fn eq(&self, other: &Self) -> bool {
-        self.name == other.name && self.wasm == other.wasm
+        (&self.name, &self.wasm, self.executor) == (&other.name, &other.wasm, other.executor)
     }
 }
 
-fn message(line: &str, manifest: &Path) -> Option<Message> {
+fn message(line: &str, manifest: &Path, executor: Executor) -> Option<Message> {
     let msg: serde_json::Value = serde_json::from_str(line).ok()?;
     match msg["reason"].as_str()? {
-        "compiler-artifact" => component_artifact(&msg, manifest).map(Message::Artifact),
+        "compiler-artifact" => component_artifact(&msg, manifest, executor).map(Message::Artifact),
         "compiler-message" => {
             let rendered = msg["message"]["rendered"].as_str()?.to_string();
             let error = msg["message"]["level"]
@@ -191,14 +197,23 @@ fn message(line: &str, manifest: &Path) -> Option<Message> {
     }
 }
 
-/// The cdylib `.wasm` of the crate at `manifest`, from a compiler-artifact message.
-fn component_artifact(msg: &serde_json::Value, manifest: &Path) -> Option<Built> {
+/// The `.wasm` of the crate at `manifest`, from a compiler-artifact message: its
+/// cdylib's, or a WAGI program's binary's.
+fn component_artifact(
+    msg: &serde_json::Value,
+    manifest: &Path,
+    executor: Executor,
+) -> Option<Built> {
     let from_this_crate = msg["manifest_path"].as_str().map(Path::new) == Some(manifest);
-    let is_cdylib = msg["target"]["kind"]
+    let wanted = match executor {
+        Executor::WasiHttp => "cdylib",
+        Executor::Wagi => "bin",
+    };
+    let is_wanted = msg["target"]["kind"]
         .as_array()?
         .iter()
-        .any(|kind| kind == "cdylib");
-    if !from_this_crate || !is_cdylib {
+        .any(|kind| kind == wanted);
+    if !from_this_crate || !is_wanted {
         return None;
     }
     let wasm = msg["filenames"]
@@ -215,6 +230,7 @@ fn component_artifact(msg: &serde_json::Value, manifest: &Path) -> Option<Built>
     Some(Built {
         name: name.to_string(),
         wasm: PathBuf::from(wasm),
+        executor,
     })
 }
 
@@ -272,13 +288,34 @@ mod tests {
     #[test]
     fn picks_the_crates_cdylib_artifact() {
         let line = r#"{"reason":"compiler-artifact","manifest_path":"/src/greeter/Cargo.toml","target":{"kind":["cdylib"],"name":"greeter"},"filenames":["/t/greeter.d","/t/greeter.wasm"]}"#;
-        let Some(Message::Artifact(built)) = message(line, Path::new(MANIFEST)) else {
+        let Some(Message::Artifact(built)) = message(line, Path::new(MANIFEST), Executor::WasiHttp)
+        else {
             panic!("no artifact");
         };
         assert_eq!(built.name, "greeter");
         assert_eq!(built.wasm, Path::new("/t/greeter.wasm"));
         let dependency = line.replace("/src/greeter/", "/registry/wstd/");
-        assert_eq!(message(&dependency, Path::new(MANIFEST)), None);
+        assert_eq!(
+            message(&dependency, Path::new(MANIFEST), Executor::WasiHttp),
+            None
+        );
+    }
+
+    #[test]
+    fn a_wagi_crate_is_its_binarys_artifact() {
+        let line = |kind: &str| {
+            format!(
+                r#"{{"reason":"compiler-artifact","manifest_path":"/src/greeter/Cargo.toml","target":{{"kind":["{kind}"],"name":"greeter"}},"filenames":["/t/greeter.wasm"]}}"#
+            )
+        };
+        let manifest = Path::new(MANIFEST);
+        let Some(Message::Artifact(built)) = message(&line("bin"), manifest, Executor::Wagi) else {
+            panic!("no artifact");
+        };
+        assert_eq!(built.executor, Executor::Wagi);
+        assert_eq!(built.wasm, Path::new("/t/greeter.wasm"));
+        assert_eq!(message(&line("bin"), manifest, Executor::WasiHttp), None);
+        assert_eq!(message(&line("cdylib"), manifest, Executor::Wagi), None);
     }
 
     #[test]
@@ -294,7 +331,8 @@ mod tests {
             ("path+file:///src/todo-api#todo-api@0.1.0", "todo-api"),
             ("path+file:///src/other-dir#todo-api@0.1.0", "todo-api"),
         ] {
-            let Some(Message::Artifact(built)) = message(&line(id), manifest) else {
+            let Some(Message::Artifact(built)) = message(&line(id), manifest, Executor::WasiHttp)
+            else {
                 panic!("no artifact for {id}");
             };
             assert_eq!(built.name, name, "{id}");
@@ -305,13 +343,16 @@ mod tests {
     fn keeps_errors_apart_from_warnings_without_colour() {
         let error = r#"{"reason":"compiler-message","message":{"level":"error","rendered":"\u001b[1m\u001b[38;5;9merror\u001b[0m: expected `;`\n"}}"#;
         let warning = r#"{"reason":"compiler-message","message":{"level":"warning","rendered":"warning: unused\n"}}"#;
-        let Some(Message::Diagnostic { rendered, error }) = message(error, Path::new(MANIFEST))
+        let Some(Message::Diagnostic { rendered, error }) =
+            message(error, Path::new(MANIFEST), Executor::WasiHttp)
         else {
             panic!("no diagnostic");
         };
         assert!(error);
         assert_eq!(ansi::strip(&rendered), "error: expected `;`\n");
-        let Some(Message::Diagnostic { error, .. }) = message(warning, Path::new(MANIFEST)) else {
+        let Some(Message::Diagnostic { error, .. }) =
+            message(warning, Path::new(MANIFEST), Executor::WasiHttp)
+        else {
             panic!("no diagnostic");
         };
         assert!(!error);

@@ -14,9 +14,9 @@ use super::h3_args::H3Args;
 use super::kv_args::KvArgs;
 use super::outbound_args::OutboundArgs;
 use super::vars_args::VarsArgs;
-use crate::host::Limits;
 use crate::host::admission::{self, AdmissionLimits};
 use crate::host::limits::{self, Reuse, parse_size};
+use crate::host::{Executor, Limits};
 
 /// `--help`'s headings for the flags of `serve` and `dev` that are not in groups of
 /// their own (HTTP/2, outbound HTTP, …).
@@ -79,6 +79,12 @@ pub struct HostArgs {
     #[arg(long, help_heading = LIMITS, value_name = "SIZE",
           default_value = "1MiB", value_parser = parse_size)]
     log_burst: u64,
+
+    /// Run the app as a WAGI program: a WASI preview 1 command module (or a
+    /// `wasi:cli/command` component) run once per request, the request as CGI
+    /// variables and stdin, its stdout the CGI response (RFC 3875).
+    #[arg(long, help_heading = INSTANCES)]
+    wagi: bool,
 
     /// Instances of the app running at once; more requests wait in a queue.
     #[arg(long, help_heading = INSTANCES, value_name = "N",
@@ -186,6 +192,15 @@ impl HostArgs {
                 concurrency: self.instance_concurrency,
                 idle: self.instance_idle,
             },
+        }
+    }
+
+    /// How the app runs: `--wagi`, else as a wasi:http handler.
+    pub fn executor(&self) -> Executor {
+        if self.wagi {
+            Executor::Wagi
+        } else {
+            Executor::WasiHttp
         }
     }
 

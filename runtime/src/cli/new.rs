@@ -1,5 +1,6 @@
-//! `wedge new NAME`: scaffolds a guest crate that `wedge dev NAME` serves, in a git
-//! repository of its own unless it is created inside one.
+//! `wedge new NAME`: scaffolds a guest crate that `wedge dev NAME` serves (a wasi:http
+//! handler on the SDK, or with `--wagi` a WAGI program on the standard library alone),
+//! in a git repository of its own unless it is created inside one.
 
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
@@ -16,8 +17,14 @@ pub struct NewArgs {
     /// The wedge-sdk crate to depend on: its directory [default: the one in the
     /// source tree wedge was built from]. Written relative to the new crate when
     /// both are in one git repository, else as an absolute path.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", conflicts_with = "wagi")]
     sdk: Option<PathBuf>,
+
+    /// A WAGI program instead (CGI over WASI preview 1: the request in its
+    /// environment and stdin, the response on its stdout), built for wasm32-wasip1
+    /// with the standard library alone.
+    #[arg(long)]
+    wagi: bool,
 }
 
 /// Where the SDK was when this binary was built.
@@ -31,22 +38,26 @@ pub fn run(args: NewArgs) -> Result<()> {
     if dir.exists() {
         bail!("{} already exists", dir.display());
     }
-    let sdk = sdk_dir(args.sdk.as_deref())?;
     let cwd = std::env::current_dir()
         .and_then(|cwd| cwd.canonicalize())
         .context("finding the current directory")?;
     let repository = repository(&cwd);
-    let sdk_dependency = match &repository {
-        // Moved or cloned together, they stay together: a relative path keeps working.
-        Repository::Inside(top) if sdk.starts_with(top) => relative(&sdk, &cwd.join(&dir)),
-        _ => sdk.clone(),
+    let (files, source, sdk_line) = if args.wagi {
+        (wagi_files(&args.name), "src/main.rs", None)
+    } else {
+        let sdk = sdk_dir(args.sdk.as_deref())?;
+        let sdk_dependency = match &repository {
+            // Moved or cloned together, they stay together: a relative path keeps working.
+            Repository::Inside(top) if sdk.starts_with(top) => relative(&sdk, &cwd.join(&dir)),
+            _ => sdk.clone(),
+        };
+        let sdk_line = format!(
+            "  wedge-sdk: {} (another with `wedge new --sdk PATH`)",
+            sdk.display()
+        );
+        let files = handler_files(&args.name, &sdk_dependency);
+        (files, "src/lib.rs", Some(sdk_line))
     };
-    let files = [
-        ("Cargo.toml", cargo_toml(&args.name, &sdk_dependency)),
-        ("src/lib.rs", LIB_RS.to_string()),
-        (".cargo/config.toml", CARGO_CONFIG.to_string()),
-        (".gitignore", "/target\n".to_string()),
-    ];
     for (path, text) in files {
         let path = dir.join(path);
         if let Some(parent) = path.parent() {
@@ -56,13 +67,12 @@ pub fn run(args: NewArgs) -> Result<()> {
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     println!(
-        "created `{}`: edit {}/src/lib.rs, then run `wedge dev {}`",
+        "created `{}`: edit {}/{source}, then run `wedge dev {}`",
         args.name, args.name, args.name
     );
-    println!(
-        "  wedge-sdk: {} (another with `wedge new --sdk PATH`)",
-        sdk.display()
-    );
+    if let Some(line) = sdk_line {
+        println!("{line}");
+    }
     match repository {
         Repository::Inside(top) => println!("  git: inside the repository at {}", top.display()),
         Repository::Outside => match git_init(&dir) {
@@ -138,6 +148,47 @@ fn relative(path: &Path, from: &Path) -> PathBuf {
     up.chain(path[shared..].iter().copied()).collect()
 }
 
+/// A wasi:http handler's crate on the SDK at `sdk`.
+fn handler_files(name: &str, sdk: &Path) -> [(&'static str, String); 4] {
+    [
+        ("Cargo.toml", cargo_toml(name, sdk)),
+        ("src/lib.rs", LIB_RS.to_string()),
+        (".cargo/config.toml", CARGO_CONFIG.to_string()),
+        (".gitignore", "/target\n".to_string()),
+    ]
+}
+
+/// A WAGI program's crate: a binary on the standard library alone.
+fn wagi_files(name: &str) -> [(&'static str, String); 4] {
+    [
+        ("Cargo.toml", wagi_cargo_toml(name)),
+        ("src/main.rs", MAIN_RS.to_string()),
+        (".cargo/config.toml", WAGI_CARGO_CONFIG.to_string()),
+        (".gitignore", "/target\n".to_string()),
+    ]
+}
+
+fn wagi_cargo_toml(name: &str) -> String {
+    format!(
+        r#"[package]
+name = "{name}"
+version = "0.1.0"
+edition = "2024"
+
+# wedge runs it as a WAGI program (CGI over WASI preview 1), built for wasm32-wasip1.
+[package.metadata.wedge]
+executor = "wagi"
+
+[profile.release]
+opt-level = "s"
+strip = true
+
+# Its own workspace, so it builds wherever it was created.
+[workspace]
+"#
+    )
+}
+
 fn cargo_toml(name: &str, sdk: &Path) -> String {
     // A JSON string is also a TOML basic string.
     let sdk = serde_json::json!(sdk.display().to_string());
@@ -180,6 +231,29 @@ const CARGO_CONFIG: &str = r#"# Handlers are WebAssembly components for WASI 0.2
 target = "wasm32-wasip2"
 "#;
 
+const MAIN_RS: &str = r#"//! A WAGI program (CGI, RFC 3875): wedge runs it once per request. The request is in
+//! its environment (REQUEST_METHOD, PATH_INFO, QUERY_STRING, HTTP_* for the fields)
+//! and its body on stdin; the response goes to stdout: header lines, an empty line,
+//! then the body, streamed to the client as it is written. stderr goes to the log.
+
+use std::io::Write;
+
+fn main() -> std::io::Result<()> {
+    let method = std::env::var("REQUEST_METHOD").unwrap_or_default();
+    let path = std::env::var("PATH_INFO").unwrap_or_default();
+    let mut out = std::io::stdout().lock();
+    write!(out, "Content-Type: text/plain; charset=utf-8
+
+")?;
+    writeln!(out, "Hello from {method} {path}!")
+}
+"#;
+
+const WAGI_CARGO_CONFIG: &str = r#"# WAGI programs are WASI preview 1 command modules.
+[build]
+target = "wasm32-wasip1"
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +266,16 @@ mod tests {
         assert!(toml.contains("crate-type = [\"cdylib\"]"));
         let quoted = cargo_toml("greeter", Path::new(r#"/opt/a "b"\c/guest-sdk"#));
         assert!(quoted.contains(r#"wedge-sdk = { path = "/opt/a \"b\"\\c/guest-sdk" }"#));
+    }
+
+    #[test]
+    fn a_wagi_crate_is_a_binary_wedge_runs_as_wagi() {
+        let toml = wagi_cargo_toml("cgi");
+        assert!(toml.contains("name = \"cgi\""));
+        let metadata = wedge_config::parse_guest_crate(&toml, "Cargo.toml").unwrap();
+        assert_eq!(metadata.executor, crate::host::Executor::Wagi);
+        assert_eq!(metadata.target.as_str(), "wasm32-wasip1");
+        assert!(!toml.contains("[lib]") && !toml.contains("wedge-sdk"));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 
 use super::registry_args::RegistryArgs;
-use crate::host::{self, App, ArtifactCache, Limits, PoolConfig};
+use crate::host::{self, App, ArtifactCache, Executor, Limits, PoolConfig};
 use crate::oci::{ComponentInfo, Reference};
 
 #[derive(Args)]
@@ -23,6 +23,11 @@ pub struct PushArgs {
     /// the result for `wedge serve`).
     #[arg(long, env = "WEDGE_DATA_DIR")]
     data_dir: Option<PathBuf>,
+
+    /// Check it as a WAGI program (see `wedge serve --wagi`) rather than a
+    /// wasi:http handler.
+    #[arg(long)]
+    wagi: bool,
 
     #[command(flatten)]
     registry: RegistryArgs,
@@ -46,7 +51,12 @@ pub fn run(args: PushArgs) -> Result<()> {
         .map(|stem| stem.to_string_lossy().into_owned())
         .unwrap_or_else(|| "component".into());
     let cache = ArtifactCache::new(data_dir.join("precompiled"));
-    let info = check(&name, &wasm, &cache).with_context(|| path.display().to_string())?;
+    let executor = if args.wagi {
+        Executor::Wagi
+    } else {
+        Executor::WasiHttp
+    };
+    let info = check(&name, &wasm, executor, &cache).with_context(|| path.display().to_string())?;
     let registry = args.registry.registry(&data_dir);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -63,12 +73,17 @@ pub fn run(args: PushArgs) -> Result<()> {
 /// Loads `wasm` as `wedge serve` would (a component exporting
 /// `wasi:http/incoming-handler`, importing only what wedge provides, or a module
 /// made one) and names the component's imports and exports for the artifact's config.
-fn check(name: &str, wasm: &[u8], cache: &ArtifactCache) -> Result<ComponentInfo> {
+fn check(
+    name: &str,
+    wasm: &[u8],
+    executor: Executor,
+    cache: &ArtifactCache,
+) -> Result<ComponentInfo> {
     let engine = host::build_engine(&PoolConfig {
         max_instances: 1,
         ..PoolConfig::default()
     })?;
-    let app = App::load(&engine, cache, name, wasm, Limits::default())?;
+    let app = App::load(&engine, cache, name, wasm, executor, Limits::default())?;
     let ty = app.component().component_type();
     let names = |items: &mut dyn Iterator<Item = String>| {
         let mut names: Vec<String> = items.collect();

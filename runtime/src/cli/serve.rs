@@ -17,7 +17,7 @@ use super::server::{self, Addresses, Started};
 use super::target::Target;
 use crate::admin::{Admin, Endpoint};
 use crate::config::{self, Config};
-use crate::host::{App, Serving, Site, Tenant};
+use crate::host::{App, Executor, Serving, Site, Tenant};
 use crate::metrics::{AppMetrics, Metrics};
 use crate::net::AccessLog;
 use crate::tenancy::Tenancy;
@@ -39,7 +39,7 @@ pub struct ServeArgs {
               "queue_timeout", "allow_outbound", "outbound_connect_timeout",
               "outbound_max_concurrent", "instance_reuse", "instance_concurrency",
               "instance_idle", "kv", "kv_bucket", "kv_max_keys", "kv_max_key_size",
-              "kv_max_value_size", "kv_max_bytes", "kv_max_in_flight", "kv_timeout"])]
+              "kv_max_value_size", "kv_max_bytes", "kv_max_in_flight", "kv_timeout", "wagi"])]
     config_file: Option<PathBuf>,
 
     /// Cleartext address: HTTP/1.1, and HTTP/2 with prior knowledge (h2c). A host
@@ -105,12 +105,18 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
         access_log,
         memory,
         |host| async move {
-            let (name, wasm, origin) = target.component(&registry).await?;
+            let (name, wasm, origin, built_as) = target.component(&registry).await?;
+            // `--wagi`, or a crate whose metadata says so.
+            let executor = match built_as {
+                Executor::Wagi => Executor::Wagi,
+                Executor::WasiHttp => host.executor,
+            };
             let store = host.keyvalue.store(&name, &host.kv, AppMetrics::detached());
             let store = store.map_err(|why| anyhow::anyhow!("--kv: {why}"))?;
             // Compiling is CPU-bound and can take seconds for big components.
             let app = tokio::task::spawn_blocking(move || {
-                App::load(&host.engine, &host.cache, &name, &wasm, host.limits).map(|app| {
+                let limits = host.limits;
+                App::load(&host.engine, &host.cache, &name, &wasm, executor, limits).map(|app| {
                     app.with_outbound(host.outbound)
                         .with_admission(host.admission)
                         .with_env(host.vars.env)

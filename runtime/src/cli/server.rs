@@ -16,7 +16,7 @@ use crate::admin::Readiness;
 use crate::host::admission::Admission;
 use crate::host::keyvalue::{KeyValue, KeyValueHost};
 use crate::host::outbound::Outbound;
-use crate::host::{self, ArtifactCache, DevOverlay, Limits, PoolConfig, Site};
+use crate::host::{self, ArtifactCache, DevOverlay, Executor, Limits, PoolConfig, Site};
 use crate::metrics::Metrics;
 use crate::net::listener::H3Server;
 use crate::net::{AccessLog, Frontend, Listeners, cert, tls};
@@ -26,6 +26,8 @@ pub struct Host {
     pub engine: Engine,
     pub cache: ArtifactCache,
     pub limits: Limits,
+    /// How the app runs (`--wagi`).
+    pub executor: Executor,
     /// Where the app's guest may send HTTP requests.
     pub outbound: Outbound,
     /// The app's instance slots and queue (one for all its versions).
@@ -113,6 +115,7 @@ where
             engine,
             cache,
             limits,
+            executor: args.executor(),
             outbound: args.outbound.to_policy(),
             admission: Arc::new(Admission::new(args.admission())),
             vars: args.vars.clone(),

@@ -1,12 +1,14 @@
-//! An app: one validated, compiled and pre-instantiated component with its
-//! name, limits, admission, outbound policy and guest variables.
+//! An app: one validated, compiled and pre-instantiated component (a wasi:http
+//! handler or a WAGI program) with its name, limits, admission, outbound policy and
+//! guest variables.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use wasmtime::Engine;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi_http::handler::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::Proxy;
 use wasmtime_wasi_http::p3::bindings::ServicePre;
@@ -14,6 +16,7 @@ use wasmtime_wasi_http::p3::bindings::ServicePre;
 use super::admission::Admission;
 use super::cache::ArtifactCache;
 use super::componentize::{self, Adapter, Binary};
+use super::executor::Executor;
 use super::guest_log::GuestOutput;
 use super::hooks::OutboundGate;
 use super::keyvalue::AppStore;
@@ -28,6 +31,8 @@ use crate::metrics::AppMetrics;
 const INCOMING_HANDLER_P2: &str = "wasi:http/incoming-handler@0.2.";
 /// The export a p3 (WASI 0.3) HTTP handler provides; any 0.3.x is accepted.
 const HANDLER_P3: &str = "wasi:http/handler@0.3.";
+/// The export a WAGI program runs (a command's `main`); any 0.2.x is accepted.
+const CLI_RUN: &str = "wasi:cli/run@0.2.";
 
 /// A component ready to serve requests.
 pub struct App {
@@ -50,59 +55,72 @@ pub struct App {
     pub(crate) workers: super::reuse::Workers,
 }
 
-/// The pre-instantiated component, p2 or p3.
-pub(crate) struct Pre(ProxyPre<GuestState>);
+/// The pre-instantiated component: a wasi:http handler (p2 or p3), or a WAGI
+/// program (a `wasi:cli/command`).
+pub(crate) enum Pre {
+    Http(ProxyPre<GuestState>),
+    Wagi(CommandPre<GuestState>),
+}
 
 impl Pre {
     pub(crate) fn engine(&self) -> &Engine {
-        match &self.0 {
-            ProxyPre::P2(pre) => pre.engine(),
-            ProxyPre::P3(pre) => pre.engine(),
+        match self {
+            Pre::Http(ProxyPre::P2(pre)) => pre.engine(),
+            Pre::Http(ProxyPre::P3(pre)) => pre.engine(),
+            Pre::Wagi(pre) => pre.engine(),
         }
     }
 
     /// The compiled component.
     pub(crate) fn component(&self) -> &Component {
-        match &self.0 {
-            ProxyPre::P2(pre) => pre.instance_pre().component(),
-            ProxyPre::P3(pre) => pre.instance_pre().component(),
+        match self {
+            Pre::Http(ProxyPre::P2(pre)) => pre.instance_pre().component(),
+            Pre::Http(ProxyPre::P3(pre)) => pre.instance_pre().component(),
+            Pre::Wagi(pre) => pre.instance_pre().component(),
         }
     }
 
     /// Whether the component exports the p3 `wasi:http/handler`.
     pub(crate) fn is_p3(&self) -> bool {
-        matches!(self.0, ProxyPre::P3(_))
+        matches!(self, Pre::Http(ProxyPre::P3(_)))
     }
 
-    /// Either world, as wasmtime-wasi-http's `ProxyHandler` instantiates it.
-    pub(crate) fn either(&self) -> &ProxyPre<GuestState> {
-        &self.0
+    /// Either wasi:http world, as wasmtime-wasi-http's `ProxyHandler` instantiates
+    /// it; `None` for a WAGI program (never reused: see `App::load`).
+    pub(crate) fn either(&self) -> Option<&ProxyPre<GuestState>> {
+        match self {
+            Pre::Http(pre) => Some(pre),
+            Pre::Wagi(_) => None,
+        }
     }
 
     /// A p2 instance for the fresh-instance path. p3 components never take that
-    /// path (their requests go to reused instances), so for them this is an error.
+    /// path (their requests go to reused instances), nor WAGI programs (theirs is
+    /// `wagi`), so for them this is an error.
     pub(crate) async fn instantiate_async(
         &self,
         store: &mut wasmtime::Store<GuestState>,
     ) -> wasmtime::Result<Proxy> {
-        match &self.0 {
-            ProxyPre::P2(pre) => pre.instantiate_async(store).await,
-            ProxyPre::P3(_) => Err(wasmtime::format_err!(
-                "a p3 component has no p2 handler to call"
+        match self {
+            Pre::Http(ProxyPre::P2(pre)) => pre.instantiate_async(store).await,
+            Pre::Http(ProxyPre::P3(_)) | Pre::Wagi(_) => Err(wasmtime::format_err!(
+                "the component has no p2 handler to call"
             )),
         }
     }
 }
 
 impl App {
-    /// Validates, compiles (or loads from `cache`) and pre-instantiates `wasm`: a
-    /// component, or a core module that embeds a wasi:http world, which is made a
-    /// component first (see `componentize`).
+    /// Validates, compiles (or loads from `cache`) and pre-instantiates `wasm` to run
+    /// as `executor` says: a wasi:http component, or a core module that embeds a
+    /// wasi:http world; or, for WAGI, a `wasi:cli/command` component or a preview 1
+    /// command module. A module is made a component first (see `componentize`).
     pub fn load(
         engine: &Engine,
         cache: &ArtifactCache,
         name: &str,
         wasm: &[u8],
+        executor: Executor,
         limits: Limits,
     ) -> Result<App> {
         let binary = Binary::of(wasm)?;
@@ -116,10 +134,17 @@ impl App {
                 pool >> 20
             );
         }
+        if executor == Executor::Wagi && limits.reuse.requests.is_some_and(|n| n > 1) {
+            bail!(
+                "a WAGI program runs once per request: `instance_reuse` (--instance-reuse) \
+                 does not apply to it"
+            );
+        }
         let started = Instant::now();
-        let adapter = match binary {
-            Binary::Component => None,
-            Binary::Module => Some(Adapter::Reactor),
+        let adapter = match (binary, executor) {
+            (Binary::Component, _) => None,
+            (Binary::Module, Executor::WasiHttp) => Some(Adapter::Reactor),
+            (Binary::Module, Executor::Wagi) => Some(Adapter::Command),
         };
         // The cache is keyed by what was loaded, so a cached module is not
         // componentized again.
@@ -134,8 +159,13 @@ impl App {
             (None, None) => Component::new(engine, wasm)?,
             (None, Some(adapter)) => Component::new(engine, module_to_component(wasm, adapter)?)?,
         };
-        let world = check_exports(engine, &component)?;
-        let pre = pre_instantiate(engine, &component, world)?;
+        let pre = match executor {
+            Executor::WasiHttp => {
+                let world = check_exports(engine, &component)?;
+                Pre::Http(pre_instantiate(engine, &component, world)?)
+            }
+            Executor::Wagi => Pre::Wagi(pre_instantiate_command(engine, &component)?),
+        };
         let elapsed = started.elapsed().as_millis();
         let made = adapter.map_or(String::new(), |adapter| {
             format!(
@@ -224,15 +254,18 @@ impl App {
     }
 }
 
-/// The component a core module becomes with `adapter`, or, for a module that
-/// embeds no component world, why it cannot be served and what to do instead.
+/// The component a core module becomes with `adapter`, or, for a wasi:http module
+/// that embeds no component world, why it cannot be served and what to do instead. A
+/// WAGI program needs none: the command adapter gives it `wasi:cli/run`.
 fn module_to_component(module: &[u8], adapter: Adapter) -> Result<Vec<u8>> {
-    if !componentize::embeds_world(module)? {
+    if adapter == Adapter::Reactor && !componentize::embeds_world(module)? {
         bail!(
             "this is a core wasm module that embeds no wasi:http world, not a component; \
              build it for `wasm32-wasip2`, or generate its wasi:http bindings with \
              wit-bindgen (a `wasm32-wasip1` module that embeds the world is made a \
-             component when it is loaded), or wrap it with `wasm-tools component new`"
+             component when it is loaded), or wrap it with `wasm-tools component new`; \
+             or, if it is a CGI program (it answers on stdout), serve it as WAGI \
+             (`--wagi`, or `executor = \"wagi\"`)"
         );
     }
     componentize::componentize(module, adapter)
@@ -271,10 +304,10 @@ fn check_exports(engine: &Engine, component: &Component) -> Result<World> {
 }
 
 /// Links all of WASI 0.2 and 0.3 with nothing granted plus wasi:http (both),
-/// wasi:config and wasi:keyvalue (each version wedge serves), and resolves the component's imports once so each instance only
-/// instantiates. Both versions are linked whatever the world: a p3 component built
+/// wasi:config and wasi:keyvalue (each version wedge serves), and resolves the
+/// component's imports once so each instance only instantiates. Both versions are linked whatever the world: a p3 component built
 /// for `wasm32-wasip2` still imports WASI 0.2 through the Rust standard library.
-fn pre_instantiate(engine: &Engine, component: &Component, world: World) -> Result<Pre> {
+fn link(engine: &Engine, component: &Component) -> Result<InstancePre<GuestState>> {
     let mut linker = Linker::<GuestState>::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi::p3::add_to_linker(&mut linker)?;
@@ -282,15 +315,50 @@ fn pre_instantiate(engine: &Engine, component: &Component, world: World) -> Resu
     wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
     wasmtime_wasi_config::add_to_linker(&mut linker, GuestState::config)?;
     super::keyvalue::add_to_linker(&mut linker, GuestState::keyvalue)?;
-    let pre = linker
+    linker
         .instantiate_pre(component)
         .map_err(anyhow::Error::from)
-        .context("the component imports something wedge does not provide")?;
+        .context("the component imports something wedge does not provide")
+}
+
+fn pre_instantiate(
+    engine: &Engine,
+    component: &Component,
+    world: World,
+) -> Result<ProxyPre<GuestState>> {
+    let pre = link(engine, component)?;
     let pre = match world {
         World::P2 => wasmtime_wasi_http::p2::bindings::ProxyPre::new(pre).map(ProxyPre::P2),
         World::P3 => ServicePre::new(pre).map(ProxyPre::P3),
     };
-    pre.map(Pre)
-        .map_err(anyhow::Error::from)
+    pre.map_err(anyhow::Error::from)
         .context("the component's wasi:http exports do not match what wedge expects")
+}
+
+/// A WAGI program: a component exporting `wasi:cli/run@0.2.x` (what the command
+/// adapter gives a preview 1 module).
+fn pre_instantiate_command(
+    engine: &Engine,
+    component: &Component,
+) -> Result<CommandPre<GuestState>> {
+    let exports: Vec<String> = component
+        .component_type()
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    if !exports.iter().any(|e| e.starts_with(CLI_RUN)) {
+        bail!(
+            "a WAGI program is a WASI preview 1 command module (a `main`, built for \
+             `wasm32-wasip1`) or a component exporting `wasi:cli/run@0.2.x`; this \
+             component exports {}",
+            if exports.is_empty() {
+                "nothing".to_string()
+            } else {
+                exports.join(", ")
+            }
+        );
+    }
+    CommandPre::new(link(engine, component)?)
+        .map_err(anyhow::Error::from)
+        .context("the component's wasi:cli/run export does not match what wedge expects")
 }

@@ -3,12 +3,15 @@
 //! TinyGo, older SDKs) produce core modules; wedge runs components. A module that
 //! embeds a wasi:http world (wit-bindgen's `component-type` custom sections) becomes
 //! a `wasi:http/proxy` component with the preview 1 *reactor* adapter, as
-//! `wasm-tools component new --adapt` would make it. Done once per load: the result
-//! is compiled and cached like any component, keyed by the module's own bytes.
+//! `wasm-tools component new --adapt` would make it; a WAGI program (a command module
+//! with a `main`) a `wasi:cli/command` with the *command* adapter. Done once per load:
+//! the result is compiled and cached like any component, keyed by the module's own
+//! bytes and the adapter's.
 
 use anyhow::{Context, Result, bail};
 use wasi_preview1_component_adapter_provider::{
-    WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME, WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+    WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME, WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
+    WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
 };
 use wit_component::ComponentEncoder;
 
@@ -40,12 +43,15 @@ impl Binary {
 pub(crate) enum Adapter {
     /// For a module that exports a world's functions (a wasi:http handler).
     Reactor,
+    /// For a program with a `main` (`_start`), which it runs as `wasi:cli/run` (WAGI).
+    Command,
 }
 
 impl Adapter {
     fn bytes(self) -> &'static [u8] {
         match self {
             Adapter::Reactor => WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+            Adapter::Command => WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
         }
     }
 
@@ -53,6 +59,7 @@ impl Adapter {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Adapter::Reactor => "reactor",
+            Adapter::Command => "command",
         }
     }
 

@@ -19,7 +19,7 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use wasmtime_wasi_http::p2::types::{HostIncomingRequest, HostResponseOutparam};
 
 use super::admission::{Abandoned, Refused};
-use super::app::App;
+use super::app::{App, Pre};
 use super::body::{First, GuestBody, LimitedBody, Outcome, ResponseBody, delivered, first};
 use super::fault::Fault;
 use super::guest_log::GuestOutput;
@@ -32,6 +32,12 @@ pub(crate) struct CallGuard {
     call: JoinHandle<()>,
     /// Where a body cut short is logged: the app's log budget.
     pub(crate) log: Arc<GuestOutput>,
+}
+
+impl CallGuard {
+    pub(crate) fn new(call: JoinHandle<()>, log: Arc<GuestOutput>) -> Self {
+        CallGuard { call, log }
+    }
 }
 
 impl Drop for CallGuard {
@@ -89,6 +95,11 @@ impl App {
         let (body, body_exceeded) =
             LimitedBody::new(body, self.limits.max_body, self.metrics.clone());
         let request = Request::from_parts(parts, body);
+        if let Pre::Wagi(program) = &self.pre {
+            return self
+                .handle_wagi(program, request, scheme, slot, body_exceeded)
+                .await;
+        }
         if reuses {
             return self
                 .handle_reused(request, scheme, slot, body_exceeded, connection)
@@ -121,10 +132,7 @@ impl App {
             }
             let _ = outcome_tx.send(outcome);
         });
-        let call = CallGuard {
-            call,
-            log: self.output.clone(),
-        };
+        let call = CallGuard::new(call, self.output.clone());
 
         // Prefer the response when both are ready: a guest that sets its
         // response and then traps must still have its head sent (and its body
@@ -172,6 +180,7 @@ impl App {
             &self.outbound,
             &self.vars,
             &self.keyvalue,
+            None,
         );
         let scheme = match scheme {
             RequestScheme::Http => Scheme::Http,
@@ -222,7 +231,7 @@ impl App {
 
     /// The fault of a call that ended without a response. Faults of the call
     /// itself were logged by the call; the ones only visible here are logged now.
-    fn unanswered(&self, outcome: Result<Outcome, oneshot::error::RecvError>) -> Fault {
+    pub(super) fn unanswered(&self, outcome: Result<Outcome, oneshot::error::RecvError>) -> Fault {
         let fault = match outcome {
             Ok(Err(fault)) => return fault,
             Ok(Ok(())) => Fault::NoResponse,

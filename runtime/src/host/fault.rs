@@ -7,6 +7,7 @@ use http::StatusCode;
 
 use super::limits::Size;
 use super::store::GuestState;
+use super::wagi::MalformedCgi;
 use crate::metrics::FaultKind;
 
 /// A guest call that did not produce a clean response.
@@ -30,6 +31,10 @@ pub enum Fault {
     NoResponse,
     /// The guest set an error instead of a response.
     GuestError(String),
+    /// A WAGI program exited with a status other than 0.
+    Exited(i32),
+    /// A WAGI program's output was not a CGI response (RFC 3875 §6).
+    MalformedCgi(String),
     /// Every instance of the host's pool was in use (`--max-instances`).
     PoolExhausted,
     /// The host could not run the request.
@@ -46,12 +51,14 @@ impl Fault {
             Fault::WallTime { started: false, .. } | Fault::PoolExhausted => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
+            Fault::MalformedCgi(_) => StatusCode::BAD_GATEWAY,
             Fault::Trap(_)
             | Fault::Memory(_)
             | Fault::HostMemory(_)
             | Fault::Resources(_)
             | Fault::NoResponse
             | Fault::GuestError(_)
+            | Fault::Exited(_)
             | Fault::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -65,7 +72,8 @@ impl Fault {
             Fault::Memory(_) => FaultKind::Memory,
             Fault::HostMemory(_) | Fault::Resources(_) => FaultKind::HostMemory,
             Fault::NoResponse => FaultKind::NoResponse,
-            Fault::GuestError(_) => FaultKind::GuestError,
+            Fault::GuestError(_) | Fault::Exited(_) => FaultKind::GuestError,
+            Fault::MalformedCgi(_) => FaultKind::MalformedCgi,
             Fault::PoolExhausted | Fault::Internal(_) => FaultKind::Internal,
         }
     }
@@ -80,6 +88,10 @@ impl Fault {
         }
         if state.host_memory.exceeded {
             return Fault::HostMemory(state.host_memory.limit());
+        }
+        // A WAGI program's output trapped it in the write that made it malformed.
+        if let Some(bad) = err.chain().find_map(|c| c.downcast_ref::<MalformedCgi>()) {
+            return Fault::MalformedCgi(bad.0.clone());
         }
         if is_resource_limit(&err) {
             return Fault::Resources(state.host_memory.max_resources());
@@ -125,6 +137,8 @@ impl fmt::Display for Fault {
             ),
             Fault::NoResponse => write!(f, "the handler returned without setting a response"),
             Fault::GuestError(msg) => write!(f, "the handler answered with an error: {msg}"),
+            Fault::Exited(status) => write!(f, "the program exited with status {status}"),
+            Fault::MalformedCgi(why) => write!(f, "malformed CGI response: {why}"),
             Fault::PoolExhausted => write!(f, "no instance free in the host's pool"),
             Fault::Internal(msg) => write!(f, "internal error: {msg}"),
         }
@@ -178,6 +192,8 @@ mod tests {
             (Fault::Resources(1000), 500),
             (Fault::NoResponse, 500),
             (Fault::GuestError("oops".into()), 500),
+            (Fault::Exited(1), 500),
+            (Fault::MalformedCgi("no head".into()), 502),
             (Fault::PoolExhausted, 503),
             (Fault::Internal("oops".into()), 500),
         ];

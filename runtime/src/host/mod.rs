@@ -23,10 +23,11 @@ mod site;
 mod slot;
 mod store;
 mod vars;
+mod wagi;
 
 // The plain values apps are configured with, shared with the config parser, which
 // reads them without wasmtime in the wedge-config crate.
-pub use wedge_config::{outbound, routes};
+pub use wedge_config::{executor, outbound, routes};
 
 pub use app::App;
 pub use body::{BodyError, ResponseBody};
@@ -35,8 +36,9 @@ pub use cache::ArtifactCache;
 pub use dev_overlay::DevOverlay;
 pub use dispatch::{RequestScheme, plain};
 pub use engine::{PoolConfig, build_engine};
+pub use executor::Executor;
 pub use fault::Fault;
 pub use limits::Limits;
 pub use routes::{DuplicateRoute, Route, RouteTable};
-pub use site::{Directory, Mount, Site, Tenant};
+pub use site::{BASE_PATH, Directory, Mount, Site, Tenant};
 pub use slot::{AppSlot, Serving};

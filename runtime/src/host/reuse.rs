@@ -381,10 +381,15 @@ impl HandlerState for AppInstances {
             &app.outbound,
             &app.vars,
             &app.keyvalue,
+            None,
         );
         let running = app.metrics.instance();
         let deadline = Instant::now() + app.limits.wall_time;
-        let instantiated = timeout_at(deadline, app.pre.either().instantiate_async(&mut store));
+        let Some(pre) = app.pre.either() else {
+            let never = "a WAGI program's instance is never reused";
+            return Err(Failed(Fault::Internal(never.into())).into());
+        };
+        let instantiated = timeout_at(deadline, pre.instantiate_async(&mut store));
         let proxy = match suspending(instantiated).await {
             Err(_) => {
                 let limit = app.limits.wall_time;

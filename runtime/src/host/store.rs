@@ -18,6 +18,7 @@ use super::limits::cpu::CpuMeter;
 use super::limits::host_memory::HostMemoryBudget;
 use super::limits::linear_memory::MemoryLimiter;
 use super::vars::GuestVars;
+use super::wagi::CgiStdio;
 
 /// Everything a request's `Store` holds.
 pub struct GuestState {
@@ -109,7 +110,8 @@ fn meter_at_transitions(store: &mut Store<GuestState>) {
 }
 
 /// Creates the store for one request with the app's limits, outbound policy,
-/// variables and key-value store installed.
+/// variables and key-value store installed; `cgi`: a WAGI program's request and
+/// response instead of an empty stdin, stdout to the log and the app's environment.
 pub fn new_store(
     engine: &wasmtime::Engine,
     output: &Arc<GuestOutput>,
@@ -117,17 +119,22 @@ pub fn new_store(
     outbound: &Arc<OutboundGate>,
     vars: &GuestVars,
     keyvalue: &Arc<AppStore>,
+    cgi: Option<CgiStdio>,
 ) -> Store<GuestState> {
-    // The environment is exactly the app's: the builder starts empty and never
-    // inherits the host's.
+    // The environment is exactly the app's (with a WAGI program's CGI variables): the
+    // builder starts empty and never inherits the host's.
     // A guest's asks are bounded by its host-memory budget one by one too: random
     // bytes in one call, guest data copied into one host call (hostcall fuel).
-    let wasi = WasiCtx::builder()
-        .envs(&vars.env)
-        .stdout(GuestLog::new(output.clone(), Channel::Stdout))
-        .stderr(GuestLog::new(output.clone(), Channel::Stderr))
-        .max_random_size(limits.host_memory)
-        .build();
+    let mut wasi = WasiCtx::builder();
+    wasi.stderr(GuestLog::new(output.clone(), Channel::Stderr))
+        .max_random_size(limits.host_memory);
+    match cgi {
+        None => wasi
+            .envs(&vars.env)
+            .stdout(GuestLog::new(output.clone(), Channel::Stdout)),
+        Some(cgi) => wasi.envs(&cgi.env).stdin(cgi.stdin).stdout(cgi.stdout),
+    };
+    let wasi = wasi.build();
     let mut table = ResourceTable::new();
     table.set_max_capacity(limits.max_resources as usize);
     let state = GuestState {

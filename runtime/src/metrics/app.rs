@@ -35,11 +35,13 @@ pub enum FaultKind {
     HostMemory,
     NoResponse,
     GuestError,
+    /// A WAGI program's output was no CGI response.
+    MalformedCgi,
     Internal,
 }
 
 impl FaultKind {
-    const ALL: [FaultKind; 8] = [
+    const ALL: [FaultKind; 9] = [
         FaultKind::Trap,
         FaultKind::CpuTimeout,
         FaultKind::WallTimeout,
@@ -47,6 +49,7 @@ impl FaultKind {
         FaultKind::HostMemory,
         FaultKind::NoResponse,
         FaultKind::GuestError,
+        FaultKind::MalformedCgi,
         FaultKind::Internal,
     ];
 
@@ -59,6 +62,7 @@ impl FaultKind {
             FaultKind::HostMemory => "host_memory",
             FaultKind::NoResponse => "no_response",
             FaultKind::GuestError => "guest_error",
+            FaultKind::MalformedCgi => "malformed_cgi",
             FaultKind::Internal => "internal",
         }
     }

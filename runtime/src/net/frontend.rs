@@ -4,19 +4,15 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderName, Request, Response, StatusCode, header};
+use http::{Request, Response, StatusCode, header};
 use http_body::Body;
 
 use super::access_log::AccessLog;
 use super::response_hook::ResponseHook;
 use super::tally::{InFlight, TalliedBody, Tally};
 use crate::host::admission::Abandoned;
-use crate::host::{DevOverlay, RequestScheme, ResponseBody, Site, plain};
+use crate::host::{BASE_PATH, DevOverlay, RequestScheme, ResponseBody, Site, plain};
 use crate::metrics::{CloseReason, Metrics, Open, Protocol, WorkerMetrics};
-
-/// The request field that tells an app the path prefix of the route that reached it
-/// (`/api` for an app on `/api`; absent on `/`). The path itself is left whole.
-pub const BASE_PATH: HeaderName = HeaderName::from_static("x-wedge-base-path");
 
 /// One listener's way to the apps; cheap to clone per connection.
 #[derive(Clone)]

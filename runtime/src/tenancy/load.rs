@@ -167,7 +167,8 @@ async fn load_app(
 ) -> Result<App> {
     let (engine, cache, entry) = (engine.clone(), cache.clone(), entry.clone());
     tokio::task::spawn_blocking(move || {
-        let app = App::load(&engine, &cache, &entry.name, &wasm, entry.limits.clone())
+        let limits = entry.limits.clone();
+        let app = App::load(&engine, &cache, &entry.name, &wasm, entry.executor, limits)
             .with_context(|| format!("app `{}`: {}", entry.name, entry.component))?;
         Ok(app
             .with_outbound(entry.outbound.clone())

@@ -9,6 +9,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 
 use crate::cli::guest_build::{BuildFailed, Built, shown};
+use crate::host::Executor;
 
 /// A build command and what it writes.
 pub struct CommandBuild {
@@ -45,6 +46,8 @@ impl CommandBuild {
             return Ok(Built {
                 name: self.name.clone(),
                 wasm: self.component.clone(),
+                // How it runs is the flags' to say (`--wagi`).
+                executor: Executor::default(),
             });
         };
         eprintln!("wedge: {summary}");

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use super::project::Project;
 use super::watch::Changes;
 use crate::cli::server::Host;
-use crate::host::{App, ArtifactCache, BuildFailure, DevOverlay, Serving, Tenant};
+use crate::host::{App, ArtifactCache, BuildFailure, DevOverlay, Executor, Serving, Tenant};
 use crate::metrics::AppMetrics;
 
 /// Builds and loads versions of one project.
@@ -121,6 +121,11 @@ impl Reloader {
             return Ok(None);
         }
         let engine = self.host.engine.clone();
+        // `--wagi`, or a crate whose metadata says so.
+        let executor = match built.executor {
+            Executor::Wagi => Executor::Wagi,
+            Executor::WasiHttp => self.host.executor,
+        };
         let limits = self.host.limits.clone();
         let outbound = self.host.outbound.clone();
         let admission = self.host.admission.clone();
@@ -131,7 +136,7 @@ impl Reloader {
             .store(&built.name, &self.host.kv, AppMetrics::detached())
             .map_err(|why| failure(format!("--kv: {why}")))?;
         let app = tokio::task::spawn_blocking(move || {
-            App::load(&engine, &cache, &built.name, &wasm, limits).map(|app| {
+            App::load(&engine, &cache, &built.name, &wasm, executor, limits).map(|app| {
                 app.with_outbound(outbound)
                     .with_admission(admission)
                     .with_env(vars.env)

@@ -1,0 +1,201 @@
+//! The head of a CGI response (RFC 3875 §6): header lines, each `Name: value`, ended
+//! by an empty line. `Status: 404 Not Found` sets the status, `Location` without a
+//! status is a redirect (`302`), every other field is the response's; at least one of
+//! `Content-Type`, `Location` and `Status` must be there. Lines end with LF or CRLF.
+//! Fields that frame the message on the wire are wedge's to write, so a program's
+//! are dropped; its `Content-Length` is kept and held to (see `stdout`).
+
+use std::fmt;
+
+use http::header::{self, HeaderName, HeaderValue};
+use http::{HeaderMap, StatusCode};
+
+/// The longest head a program may write before its empty line. A head is a few
+/// hundred bytes; past this bound the output is not a CGI response at all.
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
+
+/// Output that is not a CGI response: the program's fault, answered `502`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MalformedCgi(pub String);
+
+impl fmt::Display for MalformedCgi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MalformedCgi {}
+
+/// A parsed response head.
+#[derive(Debug)]
+pub(crate) struct CgiHead {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    /// Its `Content-Length`, which the body must match.
+    pub content_length: Option<u64>,
+}
+
+/// Where the head's empty line ends in `output` (the offset of the body's first
+/// byte), if it has arrived. `from`: where to start looking (what was searched before,
+/// less the three bytes an end may straddle).
+pub(crate) fn head_end(output: &[u8], from: usize) -> Option<usize> {
+    let mut start = from.saturating_sub(3);
+    while let Some(newline) = output[start..].iter().position(|&b| b == b'\n') {
+        let at = start + newline;
+        // An empty line: the newline before this one, with at most a CR between.
+        let line = &output[..at];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if at == 0 || line.is_empty() || line.ends_with(b"\n") {
+            return Some(at + 1);
+        }
+        start = at + 1;
+    }
+    None
+}
+
+/// The head in `text` (everything before its empty line).
+pub(crate) fn parse(text: &[u8]) -> Result<CgiHead, MalformedCgi> {
+    let mut status = None;
+    let mut headers = HeaderMap::new();
+    let mut content_length = None;
+    let lines = text
+        .split(|&b| b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+        .filter(|line| !line.is_empty());
+    for (number, line) in lines.enumerate() {
+        let bad = |why: &str| {
+            MalformedCgi(format!(
+                "CGI response head line {}: {why}: `{}`",
+                number + 1,
+                String::from_utf8_lossy(&line[..line.len().min(80)]).escape_debug()
+            ))
+        };
+        let colon = line
+            .iter()
+            .position(|&b| b == b':')
+            .ok_or_else(|| bad("not a `Name: value` field"))?;
+        let name = HeaderName::from_bytes(&line[..colon]).map_err(|_| bad("not a field name"))?;
+        let value = line[colon + 1..].trim_ascii();
+        let value = HeaderValue::from_bytes(value).map_err(|_| bad("not a field value"))?;
+        if name.as_str() == "status" {
+            status =
+                Some(parse_status(&value).ok_or_else(|| bad("not a status like `404 Not Found`"))?);
+        } else if name == header::CONTENT_LENGTH {
+            let length = value.to_str().ok().and_then(|v| v.parse().ok());
+            content_length = Some(length.ok_or_else(|| bad("not a length"))?);
+            headers.insert(name, value);
+        } else if !is_framing(&name) {
+            headers.append(name, value);
+        }
+    }
+    let status = match status {
+        Some(status) => status,
+        None if headers.contains_key(header::LOCATION) => StatusCode::FOUND,
+        None if headers.contains_key(header::CONTENT_TYPE) => StatusCode::OK,
+        None => {
+            return Err(MalformedCgi(
+                "CGI response head has none of `Content-Type`, `Location` and `Status`".into(),
+            ));
+        }
+    };
+    Ok(CgiHead {
+        status,
+        headers,
+        content_length,
+    })
+}
+
+/// `404`, `404 Not Found`: the code, three digits.
+fn parse_status(value: &HeaderValue) -> Option<StatusCode> {
+    let code = value.as_bytes().split(|&b| b == b' ').next()?;
+    if code.len() != 3 {
+        return None;
+    }
+    StatusCode::from_bytes(code).ok()
+}
+
+/// Fields about the connection and the message's framing, which wedge writes for
+/// each protocol itself (HTTP/2 and HTTP/3 forbid them).
+fn is_framing(name: &HeaderName) -> bool {
+    name == header::CONNECTION
+        || name == header::TRANSFER_ENCODING
+        || name == header::UPGRADE
+        || name == header::TE
+        || name == header::TRAILER
+        || name.as_str() == "keep-alive"
+        || name.as_str() == "proxy-connection"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_head_ends_at_the_first_empty_line_whatever_the_line_ends() {
+        assert_eq!(head_end(b"Content-Type: text/plain\n\nbody", 0), Some(26));
+        assert_eq!(
+            head_end(b"Content-Type: text/plain\r\n\r\nbody", 0),
+            Some(28)
+        );
+        assert_eq!(head_end(b"Status: 204\r\n\nbody", 0), Some(14));
+        assert_eq!(head_end(b"\nbody", 0), Some(1));
+        assert_eq!(head_end(b"Content-Type: text/plain\r\n", 0), None);
+        // Found across writes: the search resumes where it stopped.
+        let output = b"Content-Type: text/plain\r\n\r\n";
+        assert_eq!(head_end(output, 26), Some(28));
+    }
+
+    #[test]
+    fn status_location_and_fields_make_the_response() {
+        let head =
+            parse(b"Status: 404 Not Found\r\nContent-Type: text/html\r\nX-A: 1\r\nX-A: 2\r\n")
+                .unwrap();
+        assert_eq!(head.status, StatusCode::NOT_FOUND);
+        assert_eq!(head.headers[header::CONTENT_TYPE], "text/html");
+        assert_eq!(head.headers.get_all("x-a").iter().count(), 2);
+        assert!(!head.headers.contains_key("status"));
+
+        let redirect = parse(b"Location: https://example.com/\n").unwrap();
+        assert_eq!(redirect.status, StatusCode::FOUND);
+        assert_eq!(redirect.headers[header::LOCATION], "https://example.com/");
+
+        let plain = parse(b"content-type:text/plain  \n").unwrap();
+        assert_eq!(plain.status, StatusCode::OK);
+        assert_eq!(plain.headers[header::CONTENT_TYPE], "text/plain");
+    }
+
+    #[test]
+    fn framing_fields_are_dropped_and_content_length_kept() {
+        let head = parse(
+            b"Content-Type: text/plain\nConnection: close\nTransfer-Encoding: chunked\n\
+              Keep-Alive: 5\nContent-Length: 12\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = head.headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, ["content-type", "content-length"]);
+        assert_eq!(head.content_length, Some(12));
+    }
+
+    #[test]
+    fn what_is_not_a_cgi_head_says_why_and_where() {
+        let why = |text: &[u8]| parse(text).unwrap_err().0;
+        assert_eq!(
+            why(b"Content-Type: text/plain\nHTTP/1.1 200 OK\n"),
+            "CGI response head line 2: not a `Name: value` field: `HTTP/1.1 200 OK`"
+        );
+        assert!(
+            why(b"Status: OK\n").contains("not a status"),
+            "{}",
+            why(b"Status: OK\n")
+        );
+        assert!(why(b"Status: 2000\n").contains("not a status"));
+        assert!(why(b"Bad Name: x\n").contains("not a field name"));
+        assert!(why(b"X-A: a\x01b\n").contains("not a field value"));
+        assert!(why(b"Content-Length: ten\n").contains("not a length"));
+        assert_eq!(
+            why(b"X-Powered-By: cgi\n"),
+            "CGI response head has none of `Content-Type`, `Location` and `Status`"
+        );
+        assert!(why(b"").contains("none of"));
+    }
+}
