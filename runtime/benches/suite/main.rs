@@ -16,7 +16,8 @@
 //! - `WEDGE_BENCH_CACHE` (`~/.cache/wedge-bench`): where `wasmtime` and `oha` are
 //!   installed with `cargo install` when they are not on `PATH` (about 20 minutes).
 //!
-//! Needs `h2load` (nghttp2-client), `wrk`, `taskset`, and the `wasm32-wasip2` target.
+//! Needs `h2load` (nghttp2-client), `wrk`, `taskset`, and the `wasm32-wasip2` and
+//! `wasm32-wasip1` targets.
 //! The native servers are this binary re-run as `suite serve ENGINE` (`suite/native.rs`).
 
 mod load;
@@ -141,6 +142,7 @@ fn servers() -> Vec<ServerSpec> {
                 component,
                 reuse,
                 workers: 1,
+                wagi: false,
             }
         } else {
             Kind::Wasmtime { component, reuse }
@@ -160,6 +162,16 @@ fn servers() -> Vec<ServerSpec> {
                 component: "hello",
                 reuse: false,
                 workers: 2,
+                wagi: false,
+            },
+        },
+        ServerSpec {
+            name: "wedge-wagi-hello",
+            kind: Kind::Wedge {
+                component: "wagi",
+                reuse: false,
+                workers: 1,
+                wagi: true,
             },
         },
         wasm("wasmtime-hello-reuse", "hello", true, false),
@@ -247,6 +259,15 @@ fn rows() -> Vec<Row> {
             "wasm.wedge.h1.workers2",
             "wedge --workers 2 (vs its --workers 1)",
             "wedge-hello-workers2",
+            H1,
+            Hello,
+            Some("wasm.wedge.h1"),
+        ),
+        row(
+            WasmHello,
+            "wasm.wedge.wagi.h1",
+            "wedge --wagi, examples/wagi (vs its wasi:http h1)",
+            "wedge-wagi-hello",
             H1,
             Hello,
             Some("wasm.wedge.h1"),
@@ -552,7 +573,7 @@ fn run() -> Result<()> {
     } else {
         PathBuf::from("oha")
     };
-    let components = build_examples(&settings.repo)?;
+    let (components, modules) = build_examples(&settings.repo)?;
     let lifecycle = if settings.only.is_none() {
         lifecycle(&settings)?
     } else {
@@ -570,6 +591,7 @@ fn run() -> Result<()> {
         wasmtime,
         me: std::env::current_exe()?,
         components,
+        modules,
         scratch: scratch_dir.clone(),
     };
     let result = measure_all(&settings, rows, &paths, &scratch);
@@ -807,29 +829,34 @@ fn install(settings: &Settings, tool: &str, crate_args: &[&str], version: &str) 
     Ok(cached)
 }
 
-/// Builds the example components the suite serves; returns their folder.
-fn build_examples(repo: &Path) -> Result<PathBuf> {
-    eprintln!("suite: building examples/hello, stream and echo (wasm32-wasip2, release)");
-    let _ = Command::new("rustup")
-        .args(["target", "add", "wasm32-wasip2"])
-        .output();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "--target",
+/// Builds the example components the suite serves, and its WAGI program; returns
+/// their folders (`wasm32-wasip2`, `wasm32-wasip1`).
+fn build_examples(repo: &Path) -> Result<(PathBuf, PathBuf)> {
+    let builds = [
+        (
             "wasm32-wasip2",
-            "--manifest-path",
-        ])
-        .arg(repo.join("examples/Cargo.toml"))
-        .args(["-p", "hello", "-p", "stream", "-p", "echo"])
-        .status()
-        .context("running cargo to build the examples")?;
-    if !status.success() {
-        bail!("building the examples failed");
+            &["-p", "hello", "-p", "stream", "-p", "echo"][..],
+        ),
+        ("wasm32-wasip1", &["-p", "wagi"][..]),
+    ];
+    for (target, packages) in builds {
+        eprintln!("suite: building examples {packages:?} ({target}, release)");
+        let _ = Command::new("rustup")
+            .args(["target", "add", target])
+            .output();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--release", "--target", target, "--manifest-path"])
+            .arg(repo.join("examples/Cargo.toml"))
+            .args(packages)
+            .status()
+            .context("running cargo to build the examples")?;
+        if !status.success() {
+            bail!("building the examples failed");
+        }
     }
-    Ok(repo.join("examples/target/wasm32-wasip2/release"))
+    let built = |target: &str| repo.join(format!("examples/target/{target}/release"));
+    Ok((built("wasm32-wasip2"), built("wasm32-wasip1")))
 }
 
 /// The instance-lifecycle table from `cargo bench -p wedge --bench lifecycle`, when

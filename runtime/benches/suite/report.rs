@@ -32,7 +32,10 @@ impl Section {
                  Every wedge runs `--workers 1` but the `--workers 2` row's: two workers, each \
                  with its own `SO_REUSEPORT` listener, sharing CPU 1 as every server does, \
                  divided by the one-worker h1 row: what spreading wrk's 32 connections over two \
-                 event loops costs per request (more cores add throughput; the suite pins one)."
+                 event loops costs per request (more cores add throughput; the suite pins one). \
+                 The `--wagi` row serves `examples/wagi` (a `wasm32-wasip1` WAGI program \
+                 answering `/` with a 27-byte text) instead, divided by wedge's own \
+                 wasi:http h1 row (issue 22: within 1.5×)."
             }
             Section::WasmReuse => {
                 "Both with 1000 requests per instance. wedge's flag is `--instance-reuse N` on \

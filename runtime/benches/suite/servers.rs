@@ -22,6 +22,8 @@ pub enum Kind {
         reuse: bool,
         /// `--workers`: 1 but in the row that measures two (both pinned to CPU 1 too).
         workers: u32,
+        /// `--wagi`: COMPONENT is a WAGI program (a `wasm32-wasip1` module).
+        wagi: bool,
     },
     /// `wasmtime serve examples/COMPONENT.wasm` (HTTP/1.1 only).
     Wasmtime {
@@ -43,6 +45,8 @@ pub struct Paths {
     pub me: PathBuf,
     /// The folder of the example components.
     pub components: PathBuf,
+    /// The folder of the example modules (`wasm32-wasip1`).
+    pub modules: PathBuf,
     pub scratch: PathBuf,
 }
 
@@ -72,13 +76,18 @@ impl Running {
                 component: c,
                 reuse,
                 workers,
+                wagi,
             } => {
                 let (plain, tls) = (free_port()?, free_port()?);
                 let dir = paths.scratch.join(spec.name);
                 std::fs::create_dir_all(&dir)?;
+                let wasm = match wagi {
+                    false => component(c),
+                    true => paths.modules.join(format!("{c}.wasm")),
+                };
                 let mut args = vec![
                     "serve".to_string(),
-                    component(c).display().to_string(),
+                    wasm.display().to_string(),
                     "--listen".into(),
                     format!("127.0.0.1:{plain}"),
                     "--tls-listen".into(),
@@ -88,6 +97,9 @@ impl Running {
                 ];
                 if reuse {
                     args.extend(["--instance-reuse".into(), REUSE.to_string()]);
+                }
+                if wagi {
+                    args.push("--wagi".into());
                 }
                 command
                     .arg(&paths.wedge)
@@ -100,6 +112,10 @@ impl Running {
                     .replace(
                         &paths.components.display().to_string(),
                         "examples/target/wasm32-wasip2/release",
+                    )
+                    .replace(
+                        &paths.modules.display().to_string(),
+                        "examples/target/wasm32-wasip1/release",
                     )
                     .replace(&format!(":{plain}"), ":PORT")
                     .replace(&format!(":{tls}"), ":TLS_PORT");
