@@ -81,6 +81,7 @@ async fn a_wagi_program_answers_from_its_cgi_variables_over_every_protocol() {
             ("REQUEST_URI", "/env?a=1&b=%20"),
             ("SERVER_NAME", host),
             ("SERVER_PROTOCOL", version),
+            ("REMOTE_ADDR", "127.0.0.1"),
             ("GREETING", "hi"),
         ] {
             assert_eq!(
@@ -100,6 +101,7 @@ async fn a_wagi_program_answers_from_its_cgi_variables_over_every_protocol() {
             "HTTPS",
             "PATH_INFO",
             "QUERY_STRING",
+            "REMOTE_ADDR",
             "REQUEST_METHOD",
             "REQUEST_URI",
             "SCRIPT_NAME",

@@ -55,6 +55,11 @@ pub(crate) struct GuestCall {
     pub(crate) response_rx: oneshot::Receiver<Result<Response<HyperOutgoingBody>, ErrorCode>>,
 }
 
+/// Where a request's connection comes from (an extension the frontend sets on each
+/// request it hands an app; a WAGI program's `REMOTE_ADDR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub std::net::SocketAddr);
+
 /// Whether the request arrived over TLS, as the guest sees it.
 #[derive(Debug, Clone, Copy)]
 pub enum RequestScheme {

@@ -34,7 +34,7 @@ pub use body::{BodyError, ResponseBody};
 pub use build_failure::BuildFailure;
 pub use cache::ArtifactCache;
 pub use dev_overlay::DevOverlay;
-pub use dispatch::{RequestScheme, plain};
+pub use dispatch::{ClientAddr, RequestScheme, plain};
 pub use engine::{PoolConfig, build_engine};
 pub use executor::Executor;
 pub use fault::Fault;

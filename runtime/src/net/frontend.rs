@@ -1,6 +1,7 @@
 //! Where every engine (HTTP/1.1, HTTP/2, HTTP/3) hands a request: the site's routes
 //! to its apps, what the listener adds to responses, the access log and the metrics.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -11,7 +12,7 @@ use super::access_log::AccessLog;
 use super::response_hook::ResponseHook;
 use super::tally::{InFlight, TalliedBody, Tally};
 use crate::host::admission::Abandoned;
-use crate::host::{BASE_PATH, DevOverlay, RequestScheme, ResponseBody, Site, plain};
+use crate::host::{BASE_PATH, ClientAddr, DevOverlay, RequestScheme, ResponseBody, Site, plain};
 use crate::metrics::{CloseReason, Metrics, Open, Protocol, WorkerMetrics};
 
 /// One listener's way to the apps; cheap to clone per connection.
@@ -28,6 +29,9 @@ pub struct Frontend {
     /// The requests this frontend's connection abandoned that still run (one
     /// connection's: see [`Frontend::for_connection`]).
     abandoned: Abandoned,
+    /// Where the connection comes from, when it is one connection's: each request
+    /// carries it (a WAGI program's `REMOTE_ADDR`).
+    client: Option<SocketAddr>,
 }
 
 impl Frontend {
@@ -40,6 +44,15 @@ impl Frontend {
             metrics: None,
             worker: None,
             abandoned: Abandoned::default(),
+            client: None,
+        }
+    }
+
+    /// The same way to the apps for a connection from `client`.
+    pub fn for_client(&self, client: SocketAddr) -> Self {
+        Frontend {
+            client: Some(client),
+            ..self.clone()
         }
     }
 
@@ -135,6 +148,9 @@ impl Frontend {
             return self.finish(plain(StatusCode::NOT_FOUND, text), tally);
         };
         let tenant = mount.tenant;
+        if let Some(client) = self.client {
+            request.extensions_mut().insert(ClientAddr(client));
+        }
         // Only wedge says where an app is mounted: a client's own value is dropped.
         let fields = request.headers_mut();
         fields.remove(BASE_PATH);

@@ -104,6 +104,16 @@ struct Shared {
     shutdown: watch::Receiver<bool>,
 }
 
+impl Shared {
+    /// The same, for a connection from `client`.
+    fn for_client(&self, client: SocketAddr) -> Shared {
+        Shared {
+            frontend: self.frontend.for_client(client),
+            ..self.clone()
+        }
+    }
+}
+
 /// Tries of a set of addresses on port 0 (any port): the port the first address got
 /// may be taken on another (another family's loopback, say); then all try another.
 const ANY_PORT_TRIES: usize = 16;
@@ -332,9 +342,9 @@ impl Listeners {
             tokio::select! {
                 _ = &mut stop => break,
                 accepted = accept(&plain, &mut plain_turn) => {
-                    if let Some((stream, admitted)) = admit(accepted, &self.gate, &shared) {
+                    if let Some((stream, peer, admitted)) = admit(accepted, &self.gate, &shared) {
                         let open = shared.frontend.accepted();
-                        let serving = plain_connection(stream, shared.clone());
+                        let serving = plain_connection(stream, shared.for_client(peer));
                         connections.spawn(async move {
                             let _open = (open, admitted);
                             serving.await
@@ -343,9 +353,9 @@ impl Listeners {
                 }
                 accepted = accept(&tls, &mut tls_turn) => {
                     let admitted = admit(accepted, &self.gate, &shared);
-                    if let (Some((stream, admitted)), Some(acceptor)) = (admitted, &acceptor) {
+                    if let (Some((stream, peer, admitted)), Some(acceptor)) = (admitted, &acceptor) {
                         let open = shared.frontend.accepted();
-                        let serving = tls_connection(stream, acceptor.clone(), tls_shared.clone());
+                        let serving = tls_connection(stream, acceptor.clone(), tls_shared.for_client(peer));
                         connections.spawn(async move {
                             let _open = (open, admitted);
                             serving.await
@@ -447,10 +457,10 @@ fn admit(
     accepted: Option<(TcpStream, SocketAddr)>,
     gate: &Arc<ConnGate>,
     shared: &Shared,
-) -> Option<(TcpStream, Admitted)> {
+) -> Option<(TcpStream, SocketAddr, Admitted)> {
     let (stream, peer) = accepted?;
     match gate.admit(peer.ip()) {
-        Ok(admitted) => Some((stream, admitted)),
+        Ok(admitted) => Some((stream, peer, admitted)),
         Err(refused) => {
             shared.frontend.closed(CloseReason::ConnectionLimit);
             if gate.refusal() % 1000 == 1 {

@@ -2,6 +2,7 @@
 //! program reads its request from, beside the app's own variables (`--env`,
 //! `[app.env]`; CGI's win a name both give). Nothing of the host's environment.
 //!
+//! `REMOTE_ADDR` is the client connection's address (not a proxy's forwarded one).
 //! `SCRIPT_NAME` is the path the app's route mounts it on (`x-wedge-base-path`, empty
 //! on `/`) and `PATH_INFO` the rest of the path, percent-decoded; `QUERY_STRING` and
 //! `REQUEST_URI` are as sent. Each request field is `HTTP_` and its name upper-cased
@@ -15,7 +16,7 @@ use std::collections::BTreeMap;
 use http::request::Parts;
 use http::{Version, header};
 
-use crate::host::{BASE_PATH, RequestScheme};
+use crate::host::{BASE_PATH, ClientAddr, RequestScheme};
 
 /// The program's environment for the request of `head`.
 pub(crate) fn variables(
@@ -40,6 +41,10 @@ pub(crate) fn variables(
     set("SERVER_PORT", server_port.to_string().into());
     if matches!(scheme, RequestScheme::Https) {
         set("HTTPS", "on".into());
+    }
+    if let Some(ClientAddr(client)) = head.extensions.get() {
+        // An IPv4 client of a dual-stack socket as the IPv4 address it is.
+        set("REMOTE_ADDR", client.ip().to_canonical().to_string().into());
     }
     let path = head.uri.path();
     let script_name = field(BASE_PATH).unwrap_or_default();
@@ -168,7 +173,7 @@ mod tests {
 
     #[test]
     fn an_http2_request_under_a_mount_point_as_cgi_variables() {
-        let request = http::Request::post("https://example.com:8443/api/caf%C3%A9/x?q=%20a&b")
+        let mut request = http::Request::post("https://example.com:8443/api/caf%C3%A9/x?q=%20a&b")
             .version(Version::HTTP_2)
             .header("content-type", "text/plain")
             .header("content-length", "5")
@@ -180,6 +185,8 @@ mod tests {
             .header("x_forwarded_for", "forged")
             .body(())
             .unwrap();
+        let client = "[::ffff:192.0.2.7]:50000".parse().unwrap();
+        request.extensions_mut().insert(ClientAddr(client));
         let env = env_of(request, RequestScheme::Https);
         let expected = [
             ("CONTENT_LENGTH", "5"),
@@ -192,6 +199,7 @@ mod tests {
             ("HTTP_HOST", "example.com:8443"),
             ("PATH_INFO", "/café/x"),
             ("QUERY_STRING", "q=%20a&b"),
+            ("REMOTE_ADDR", "192.0.2.7"),
             ("REQUEST_METHOD", "POST"),
             ("REQUEST_URI", "/api/caf%C3%A9/x?q=%20a&b"),
             ("SCRIPT_NAME", "/api"),

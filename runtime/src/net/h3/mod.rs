@@ -39,7 +39,8 @@ pub async fn serve(
                 let Some(incoming) = incoming else { break };
                 // Alt-Svc is for the TCP listener's clients (the frontend has no hook):
                 // HTTP/3 ones have found it.
-                let handler = AppHandler::new(frontend.for_connection(), RequestScheme::Https, http::Version::HTTP_3);
+                let connection = frontend.for_client(incoming.remote_address()).for_connection();
+                let handler = AppHandler::new(connection, RequestScheme::Https, http::Version::HTTP_3);
                 let open = (frontend.accepted(), frontend.connection(Protocol::H3));
                 let serving = connection::serve(
                     incoming,
