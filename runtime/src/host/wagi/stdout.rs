@@ -39,7 +39,9 @@ struct Output {
     head: Option<Vec<u8>>,
     /// Where the head is sent once parsed.
     head_tx: Option<oneshot::Sender<CgiHead>>,
-    /// A `HEAD` request's: its `Content-Length` describes a body it does not send.
+    /// A `HEAD` request's: its `Content-Length` describes a body it does not send, and
+    /// a body it writes anyway is dropped (as CGI servers do), not queued for a client
+    /// that takes none.
     head_request: bool,
     /// The body's length as the head declared it (not for a `HEAD` request).
     content_length: Option<u64>,
@@ -156,7 +158,7 @@ impl Output {
                 }
             }
         };
-        if body.is_empty() {
+        if body.is_empty() || self.head_request {
             return Ok(());
         }
         self.written = self.written.saturating_add(body.len() as u64);
@@ -382,7 +384,7 @@ mod tests {
     }
 
     #[test]
-    fn the_body_is_held_to_its_content_length_except_for_head() {
+    fn the_body_is_held_to_its_content_length_and_dropped_for_head() {
         let (mut stdout, _response) = CgiStdout::new(false);
         stdout
             .write(Bytes::from_static(b"Status: 200\nContent-Length: 4\n\nabc"))
@@ -405,10 +407,19 @@ mod tests {
             "{err}"
         );
 
-        let (mut stdout, _response) = CgiStdout::new(true);
+        let (mut stdout, mut response) = CgiStdout::new(true);
         stdout
-            .write(Bytes::from_static(b"Status: 200\nContent-Length: 4\n\n"))
+            .write(Bytes::from_static(
+                b"Status: 200\nContent-Length: 4\n\nabcdef",
+            ))
             .unwrap();
+        stdout.write(Bytes::from(vec![b'x'; 2 * QUEUE])).unwrap();
+        assert_eq!(
+            stdout.check_write().unwrap(),
+            QUEUE,
+            "nothing queued for HEAD"
+        );
         stdout.end().unwrap();
+        assert_eq!(poll_body(&mut response.body), Poll::Ready(None));
     }
 }
