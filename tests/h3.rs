@@ -540,7 +540,12 @@ async fn each_malformed_request_is_reset_with_h3_message_error() {
 /// Issue 18: RFC 9114 §4.1.2, a body shorter than its content-length is malformed,
 /// also when the guest never reads it: `hello` answers without reading, and the
 /// request's end, already here when the response ends, is judged then.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+///
+/// One thread: quinn's connection driver runs only when this task waits, so the
+/// stream's data and its end leave in one packet and reach wedge together. On a
+/// runtime with more threads the driver could send the data before `finish`, and
+/// `hello` could answer before the end arrived (then nothing is left to judge).
+#[tokio::test(flavor = "current_thread")]
 async fn a_body_shorter_than_its_content_length_is_refused_though_the_guest_never_reads_it() {
     let server = start("hello", &[]);
     let quic = server.connect_quic().await;
