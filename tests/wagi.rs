@@ -236,6 +236,28 @@ async fn admission_and_wall_time_hold_for_wagi_programs() {
     assert_eq!(matrix.get(Proto::H3, "/sleep?0").await.body, b"slept 0\n");
 }
 
+/// `--max-cgi-head` bounds the head wedge holds before its empty line: past it the
+/// output is no CGI response (`502`, one log line naming the key); below it, served.
+/// `--cgi-output-buffer` far below a streamed body still lets it all through (the
+/// program waits for the client, then writes on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cgi_head_and_output_buffer_take_their_limits() {
+    let (server, data_dir) = serve(&["--max-cgi-head", "1KiB", "--cgi-output-buffer", "1KiB"]);
+    let client = Client {
+        server: &server,
+        data_dir: &data_dir,
+    };
+    let within = client.get(Proto::H1, "/long-head?900").await;
+    assert_eq!((within.status, within.body.as_slice()), (200, HELLO));
+    assert_eq!(within.header("x-padding").map(str::len), Some(900));
+    let past = client.get(Proto::H2, "/long-head?2000").await;
+    assert_eq!(past.status, 502, "{past:?}");
+    server.wait_for_log("longer than 1024 bytes (max_cgi_head)");
+    let streamed = client.get(Proto::H3, "/stream").await;
+    assert_eq!(streamed.status, 200);
+    assert_eq!(streamed.body.len(), 8 * 1024);
+}
+
 #[test]
 fn a_program_is_refused_where_a_handler_is_expected_and_the_reverse() {
     // A WAGI program embeds no wasi:http world: the error names `--wagi`.

@@ -13,6 +13,7 @@
 //! - `/stderr`: a line on stderr (to wedge's log), then hello.
 //! - `/sandbox`: what it finds of the host's filesystem (nothing).
 //! - `/sleep?MS`: sleeps MS milliseconds (no CPU), then `slept MS`.
+//! - `/long-head?N`: a head with an `X-Padding` field of N octets, then hello.
 //! - faults: `/trap-before-head` (panics), `/trap-mid-body` (after 4 KiB of
 //!   body), `/cpu-loop`, `/memory`, `/malformed` (HTML where the head should be),
 //!   `/no-head` (ends without the empty line), `/exit` (status 3).
@@ -61,6 +62,12 @@ fn main() -> io::Result<()> {
             let ms: u64 = query.parse().unwrap_or(0);
             std::thread::sleep(std::time::Duration::from_millis(ms));
             write!(out, "Content-Type: text/plain\n\nslept {ms}\n")
+        }
+        "/long-head" => {
+            let query = std::env::var("QUERY_STRING").unwrap_or_default();
+            let padding = "p".repeat(query.parse().unwrap_or(0));
+            write!(out, "X-Padding: {padding}\n")?;
+            hello(&mut out)
         }
         "/trap-before-head" => panic!("wagi: trap before the head"),
         "/trap-mid-body" => {

@@ -32,6 +32,13 @@ pub const DEFAULT_LOG_RATE: u64 = 64 * 1024;
 /// for a large dump (a request body, a stack of traces) while debugging.
 pub const DEFAULT_LOG_BURST: u64 = 1024 * 1024;
 
+/// Default longest CGI response head a WAGI program may write before its empty line:
+/// a head is a few hundred bytes; past this the output is not a CGI response.
+pub const DEFAULT_MAX_CGI_HEAD: u64 = 64 * 1024;
+/// Default body bytes of a WAGI program's output wedge holds while the client has not
+/// taken them; past it the program waits (its stdout is not writable).
+pub const DEFAULT_CGI_OUTPUT_BUFFER: u64 = 64 * 1024;
+
 /// What one request of an app may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
@@ -53,6 +60,11 @@ pub struct Limits {
     pub log_rate: u64,
     /// Guest output the app may write at once before `log_rate` applies.
     pub log_burst: u64,
+    /// Longest CGI response head a WAGI program may write (`max_cgi_head`).
+    pub max_cgi_head: u64,
+    /// Body bytes of a WAGI program's output held for a client that has not taken
+    /// them, before the program waits (`cgi_output_buffer`).
+    pub cgi_output_buffer: u64,
     /// Whether and how instances serve more than one request.
     pub reuse: Reuse,
 }
@@ -93,6 +105,8 @@ impl Default for Limits {
             max_resources: DEFAULT_MAX_RESOURCES,
             log_rate: DEFAULT_LOG_RATE,
             log_burst: DEFAULT_LOG_BURST,
+            max_cgi_head: DEFAULT_MAX_CGI_HEAD,
+            cgi_output_buffer: DEFAULT_CGI_OUTPUT_BUFFER,
             reuse: Reuse::default(),
         }
     }

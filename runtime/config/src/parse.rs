@@ -430,6 +430,12 @@ fn limits(doc: &mut Doc, field: Option<Field>) -> (Limits, AdmissionLimits, Outb
         log_burst: take("log_burst")
             .and_then(|f| f.size(doc))
             .unwrap_or(limits.log_burst),
+        max_cgi_head: take("max_cgi_head")
+            .and_then(|f| f.size(doc).filter(|n| positive(doc, &f, *n > 0)))
+            .unwrap_or(limits.max_cgi_head),
+        cgi_output_buffer: take("cgi_output_buffer")
+            .and_then(|f| f.size(doc).filter(|n| positive(doc, &f, *n > 0)))
+            .unwrap_or(limits.cgi_output_buffer),
         reuse: Reuse {
             requests: take("instance_reuse")
                 .and_then(|f| f.count(doc, 1))

@@ -87,8 +87,8 @@ pub struct AppConfig {
     /// `executor`: how its requests run (`wasi-http`, or `wagi`).
     pub executor: Executor,
     /// `[app.limits]` memory, cpu_time, wall_time, max_body, host_memory,
-    /// max_resources, log_rate, log_burst, instance_reuse, instance_concurrency,
-    /// instance_idle.
+    /// max_resources, log_rate, log_burst, max_cgi_head, cgi_output_buffer,
+    /// instance_reuse, instance_concurrency, instance_idle.
     pub limits: Limits,
     /// `[app.limits]` max_concurrent, queue, queue_timeout.
     pub admission: AdmissionLimits,

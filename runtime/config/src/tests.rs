@@ -57,6 +57,8 @@ host_memory = "4MiB"
 max_resources = 500
 log_rate = "4KiB"
 log_burst = 0
+max_cgi_head = "2KiB"
+cgi_output_buffer = "1MiB"
 max_concurrent = 8
 queue = 0
 queue_timeout = "2s"
@@ -118,6 +120,8 @@ timeout = "250ms"
             max_resources: 500,
             log_rate: 4096,
             log_burst: 0,
+            max_cgi_head: 2048,
+            cgi_output_buffer: 1024 * 1024,
             reuse: Reuse {
                 requests: Some(50),
                 concurrency: 4,
@@ -280,7 +284,7 @@ fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
         ),
         (
             "limits.cpu = \"1s\"",
-            "wedge.toml:5: app[0].limits.cpu: unknown key `cpu`; known keys: memory, cpu_time, wall_time, max_body, host_memory, max_resources, log_rate, log_burst, instance_reuse, instance_concurrency, instance_idle, max_concurrent, queue, queue_timeout, max_abandoned_per_connection, outbound_max_concurrent, outbound_connect_timeout",
+            "wedge.toml:5: app[0].limits.cpu: unknown key `cpu`; known keys: memory, cpu_time, wall_time, max_body, host_memory, max_resources, log_rate, log_burst, max_cgi_head, cgi_output_buffer, instance_reuse, instance_concurrency, instance_idle, max_concurrent, queue, queue_timeout, max_abandoned_per_connection, outbound_max_concurrent, outbound_connect_timeout",
         ),
         ("limits = 5", "wedge.toml:5: app[0].limits: must be a table"),
         (

@@ -80,6 +80,18 @@ pub struct HostArgs {
           default_value = "1MiB", value_parser = parse_size)]
     log_burst: u64,
 
+    /// Longest CGI response head a WAGI program may write before its empty line;
+    /// past it the output is no CGI response (502).
+    #[arg(long, help_heading = LIMITS, value_name = "SIZE",
+          default_value = "64KiB", value_parser = parse_positive_size)]
+    max_cgi_head: u64,
+
+    /// Body bytes of a WAGI program's output held while the client has not taken
+    /// them; past it the program waits until the client reads.
+    #[arg(long, help_heading = LIMITS, value_name = "SIZE",
+          default_value = "64KiB", value_parser = parse_positive_size)]
+    cgi_output_buffer: u64,
+
     /// Run the app as a WAGI program: a WASI preview 1 command module (or a
     /// `wasi:cli/command` component) run once per request, the request as CGI
     /// variables and stdin, its stdout the CGI response (RFC 3875).
@@ -187,6 +199,8 @@ impl HostArgs {
             max_resources: self.max_resources,
             log_rate: self.log_rate,
             log_burst: self.log_burst,
+            max_cgi_head: self.max_cgi_head,
+            cgi_output_buffer: self.cgi_output_buffer,
             reuse: Reuse {
                 requests: self.instance_reuse,
                 concurrency: self.instance_concurrency,

@@ -35,7 +35,7 @@ pub struct ServeArgs {
     /// deployed later may be given).
     #[arg(long = "config", value_name = "FILE",
           conflicts_with_all = ["target", "listen", "tls_listen", "no_tls", "tls_cert", "tls_key", "env", "var",
-              "cpu_time", "wall_time", "max_body", "host_memory", "max_resources", "log_rate", "log_burst", "max_concurrent", "queue", "max_abandoned_per_connection",
+              "cpu_time", "wall_time", "max_body", "host_memory", "max_resources", "log_rate", "log_burst", "max_cgi_head", "cgi_output_buffer", "max_concurrent", "queue", "max_abandoned_per_connection",
               "queue_timeout", "allow_outbound", "outbound_connect_timeout",
               "outbound_max_concurrent", "instance_reuse", "instance_concurrency",
               "instance_idle", "kv", "kv_bucket", "kv_max_keys", "kv_max_key_size",

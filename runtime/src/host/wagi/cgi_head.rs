@@ -10,10 +10,6 @@ use std::fmt;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
 
-/// The longest head a program may write before its empty line. A head is a few
-/// hundred bytes; past this bound the output is not a CGI response at all.
-pub(crate) const MAX_HEAD: usize = 64 * 1024;
-
 /// Output that is not a CGI response: the program's fault, answered `502`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MalformedCgi(pub String);

@@ -25,7 +25,7 @@ use wasmtime_wasi::p2::bindings::CommandPre;
 
 pub(crate) use cgi_head::MalformedCgi;
 use stdin::BodyStdin;
-use stdout::{CgiResponse, CgiStdout};
+use stdout::{CgiResponse, CgiStdout, OutputBounds};
 
 use super::admission::Slot;
 use super::app::App;
@@ -61,7 +61,11 @@ impl App {
         B::Error: Into<wasmtime_wasi_http::Error>,
     {
         let (head, body) = request.into_parts();
-        let (stdout, response) = CgiStdout::new(head.method == http::Method::HEAD);
+        let bounds = OutputBounds {
+            max_head: usize::try_from(self.limits.max_cgi_head).unwrap_or(usize::MAX),
+            queue: usize::try_from(self.limits.cgi_output_buffer).unwrap_or(usize::MAX),
+        };
+        let (stdout, response) = CgiStdout::new(head.method == http::Method::HEAD, bounds);
         let CgiResponse {
             head: mut head_rx,
             body: response_body,

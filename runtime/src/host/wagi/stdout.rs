@@ -2,8 +2,8 @@
 //! it and handed on once its empty line arrives; from then on what the program writes
 //! is the body, handed to the client as it is written through a small queue. The
 //! program waits (its `check-write` is 0, its pollable parks) while the queue holds
-//! [`QUEUE`] bytes the client has not taken: memory per request is bounded whatever
-//! the program writes. Output that is not a CGI response traps the program (a
+//! `cgi_output_buffer` bytes the client has not taken: memory per request is bounded
+//! whatever the program writes (and the head by `max_cgi_head`). Output that is not a CGI response traps the program (a
 //! [`MalformedCgi`] fault, `502`).
 
 use std::collections::VecDeque;
@@ -18,11 +18,17 @@ use tokio::sync::oneshot;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
-use super::cgi_head::{self, CgiHead, MAX_HEAD, MalformedCgi};
+use super::cgi_head::{self, CgiHead, MalformedCgi};
 
-/// Body bytes written and not yet taken by the client, at most (a write the program
-/// was permitted may go past it by what one permit allowed).
-const QUEUE: usize = 64 * 1024;
+/// How much of a program's output wedge holds at most.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OutputBounds {
+    /// The longest head before its empty line (`max_cgi_head`).
+    pub max_head: usize,
+    /// Body bytes written and not yet taken by the client (`cgi_output_buffer`; a
+    /// write the program was permitted may go past it by what one permit allowed).
+    pub queue: usize,
+}
 
 /// The program's stdout (every stream it opens on it shares one state).
 #[derive(Clone)]
@@ -43,6 +49,7 @@ struct Output {
     /// a body it writes anyway is dropped (as CGI servers do), not queued for a client
     /// that takes none.
     head_request: bool,
+    bounds: OutputBounds,
     /// The body's length as the head declared it (not for a `HEAD` request).
     content_length: Option<u64>,
     /// Body bytes written so far.
@@ -60,12 +67,13 @@ struct Output {
 impl CgiStdout {
     /// A stdout for a program answering a request (`head_request`: a `HEAD`, whose
     /// `Content-Length` describes a body it does not send), and the response it writes.
-    pub(crate) fn new(head_request: bool) -> (CgiStdout, CgiResponse) {
+    pub(crate) fn new(head_request: bool, bounds: OutputBounds) -> (CgiStdout, CgiResponse) {
         let (head_tx, head) = oneshot::channel();
         let output = Arc::new(Mutex::new(Output {
             head: Some(Vec::new()),
             head_tx: Some(head_tx),
             head_request,
+            bounds,
             content_length: None,
             written: 0,
             queue: VecDeque::new(),
@@ -115,11 +123,11 @@ impl Output {
         if self.reader_gone {
             return Err(StreamError::Closed);
         }
-        Ok(QUEUE.saturating_sub(self.queued))
+        Ok(self.bounds.queue.saturating_sub(self.queued))
     }
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.reader_gone || self.queued < QUEUE {
+        if self.reader_gone || self.queued < self.bounds.queue {
             return Poll::Ready(());
         }
         self.writer = Some(cx.waker().clone());
@@ -136,10 +144,10 @@ impl Output {
                 let searched = head.len();
                 head.extend_from_slice(bytes);
                 match cgi_head::head_end(head, searched) {
-                    None if head.len() > MAX_HEAD => {
+                    None if head.len() > self.bounds.max_head => {
                         return Err(trap(MalformedCgi(format!(
-                            "the CGI response head is longer than {} KiB",
-                            MAX_HEAD / 1024
+                            "the CGI response head is longer than {} bytes (max_cgi_head)",
+                            self.bounds.max_head
                         ))));
                     }
                     None => return Ok(()),
@@ -294,6 +302,12 @@ impl Drop for CgiBody {
 mod tests {
     use super::*;
 
+    /// Smaller than the defaults, so that the tests show the bounds are the ones given.
+    const BOUNDS: OutputBounds = OutputBounds {
+        max_head: 1024,
+        queue: 4096,
+    };
+
     fn poll_body(body: &mut CgiBody) -> Poll<Option<Bytes>> {
         let mut cx = Context::from_waker(Waker::noop());
         Pin::new(body)
@@ -303,7 +317,7 @@ mod tests {
 
     #[test]
     fn the_head_is_handed_on_at_its_empty_line_and_the_rest_is_body_as_written() {
-        let (mut stdout, mut response) = CgiStdout::new(false);
+        let (mut stdout, mut response) = CgiStdout::new(false, BOUNDS);
         stdout
             .write(Bytes::from_static(b"Content-Type: text/plain\r\n"))
             .unwrap();
@@ -327,12 +341,12 @@ mod tests {
 
     #[test]
     fn the_program_waits_while_the_queue_is_full_and_fails_once_the_client_is_gone() {
-        let (mut stdout, mut response) = CgiStdout::new(false);
+        let (mut stdout, mut response) = CgiStdout::new(false, BOUNDS);
         stdout
             .write(Bytes::from_static(b"Status: 200\n\n"))
             .unwrap();
-        assert_eq!(stdout.check_write().unwrap(), QUEUE);
-        stdout.write(Bytes::from(vec![b'x'; QUEUE])).unwrap();
+        assert_eq!(stdout.check_write().unwrap(), BOUNDS.queue);
+        stdout.write(Bytes::from(vec![b'x'; BOUNDS.queue])).unwrap();
         assert_eq!(
             stdout.check_write().unwrap(),
             0,
@@ -344,7 +358,11 @@ mod tests {
             poll_body(&mut response.body),
             Poll::Ready(Some(_))
         ));
-        assert_eq!(stdout.check_write().unwrap(), QUEUE, "taken: room again");
+        assert_eq!(
+            stdout.check_write().unwrap(),
+            BOUNDS.queue,
+            "taken: room again"
+        );
         drop(response);
         assert!(matches!(stdout.check_write(), Err(StreamError::Closed)));
         assert!(matches!(
@@ -359,17 +377,17 @@ mod tests {
             StreamError::Trap(err) => err.downcast::<MalformedCgi>().unwrap().0,
             other => panic!("not a trap: {other:?}"),
         };
-        let (mut stdout, _response) = CgiStdout::new(false);
+        let (mut stdout, _response) = CgiStdout::new(false, BOUNDS);
         let err = stdout.write(Bytes::from_static(b"<html>\n\n")).unwrap_err();
         assert!(malformed(err).contains("not a `Name: value` field"));
 
-        let (mut stdout, _response) = CgiStdout::new(false);
+        let (mut stdout, _response) = CgiStdout::new(false, BOUNDS);
         let err = stdout
-            .write(Bytes::from(vec![b'x'; MAX_HEAD + 1]))
+            .write(Bytes::from(vec![b'x'; BOUNDS.max_head + 1]))
             .unwrap_err();
-        assert!(malformed(err).contains("longer than 64 KiB"));
+        assert!(malformed(err).contains("longer than 1024 bytes (max_cgi_head)"));
 
-        let (stdout, _response) = CgiStdout::new(false);
+        let (stdout, _response) = CgiStdout::new(false, BOUNDS);
         assert!(
             stdout
                 .end()
@@ -378,14 +396,14 @@ mod tests {
                 .contains("wrote no CGI response")
         );
 
-        let (mut stdout, _response) = CgiStdout::new(false);
+        let (mut stdout, _response) = CgiStdout::new(false, BOUNDS);
         stdout.write(Bytes::from_static(b"Status: 200\n")).unwrap();
         assert!(stdout.end().unwrap_err().0.contains("no empty line"));
     }
 
     #[test]
     fn the_body_is_held_to_its_content_length_and_dropped_for_head() {
-        let (mut stdout, _response) = CgiStdout::new(false);
+        let (mut stdout, _response) = CgiStdout::new(false, BOUNDS);
         stdout
             .write(Bytes::from_static(b"Status: 200\nContent-Length: 4\n\nabc"))
             .unwrap();
@@ -397,7 +415,7 @@ mod tests {
                 .contains("wrote 3 body bytes of the 4")
         );
 
-        let (mut stdout, _response) = CgiStdout::new(false);
+        let (mut stdout, _response) = CgiStdout::new(false, BOUNDS);
         let err = stdout
             .write(Bytes::from_static(b"Status: 200\nContent-Length: 2\n\nabc"))
             .unwrap_err();
@@ -407,16 +425,18 @@ mod tests {
             "{err}"
         );
 
-        let (mut stdout, mut response) = CgiStdout::new(true);
+        let (mut stdout, mut response) = CgiStdout::new(true, BOUNDS);
         stdout
             .write(Bytes::from_static(
                 b"Status: 200\nContent-Length: 4\n\nabcdef",
             ))
             .unwrap();
-        stdout.write(Bytes::from(vec![b'x'; 2 * QUEUE])).unwrap();
+        stdout
+            .write(Bytes::from(vec![b'x'; 2 * BOUNDS.queue]))
+            .unwrap();
         assert_eq!(
             stdout.check_write().unwrap(),
-            QUEUE,
+            BOUNDS.queue,
             "nothing queued for HEAD"
         );
         stdout.end().unwrap();
