@@ -2,7 +2,11 @@
 //! spawns tasks or knows about wasm.
 
 pub mod budget;
+pub mod field_coding;
 pub mod h2;
 pub mod h3;
 
 pub mod head;
+
+#[cfg(test)]
+mod test_util;

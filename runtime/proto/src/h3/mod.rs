@@ -8,8 +8,5 @@ pub mod frame;
 pub mod qpack;
 pub mod varint;
 
-#[cfg(test)]
-mod test_util;
-
 pub use conn::{Config, Connection, ConnectionError, Event, RequestHead};
 pub use error::{ErrorCode, H3Error};

@@ -41,7 +41,7 @@ pub fn encode(value: u64, dst: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::h2::hpack::test_util::hex;
+    use crate::test_util::hex;
 
     /// RFC 9000 Appendix A.1's examples.
     const RFC_EXAMPLES: [(&str, u64); 4] = [

@@ -4,7 +4,7 @@
 //! sinks only answer "malformed or not"; each core maps malformed to its own error (HTTP/2:
 //! a stream PROTOCOL_ERROR, RFC 9113 §8.1.1; HTTP/3: H3_MESSAGE_ERROR, RFC 9114 §4.1.2).
 
-use crate::h2::hpack::FieldSink;
+use crate::field_coding::FieldSink;
 
 use super::{Pseudo, RequestHead};
 

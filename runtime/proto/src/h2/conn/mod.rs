@@ -27,13 +27,14 @@ pub use budget::{Budget, Budgets};
 pub use config::ConnConfig;
 pub use flow::{Overflow, Window};
 
+use crate::field_coding::FieldSink;
 use crate::h2::PREFACE;
 use crate::h2::error::{ErrorCode, H2Error};
 use crate::h2::frame::{
     self, DEFAULT_INITIAL_WINDOW_SIZE, DEFAULT_MAX_FRAME_SIZE, Frame, FrameHead,
     MAX_MAX_FRAME_SIZE, MAX_WINDOW_SIZE, Setting, StreamId,
 };
-use crate::h2::hpack::{Decoder, Encoder, FieldSink, HpackError};
+use crate::h2::hpack::{Decoder, Encoder, HpackError};
 
 use crate::head::validate::{Discard, HeadSink, Rules, TrailerSink};
 use stream::{ClosedRing, Stream, Streams};

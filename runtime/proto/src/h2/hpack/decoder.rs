@@ -1,9 +1,11 @@
 //! The HPACK decoder (RFC 7541 §3, §6) with the limits a server needs (RFC 9113 §6.5.2).
 
-use core::ops::Range;
-
-use super::table::{DynamicTable, FIRST_DYNAMIC, STATIC_TABLE, entry_size};
-use super::{CompressionError, FieldSink, HpackError, huffman, integer};
+use super::static_table::{FIRST_DYNAMIC, STATIC_TABLE, field};
+use super::{CompressionError, HpackError};
+use crate::field_coding::FieldSink;
+use crate::field_coding::dynamic_table::{DynamicTable, entry_size};
+use crate::field_coding::integer;
+use crate::field_coding::string::{Decoded, Literal};
 
 /// SETTINGS_MAX_HEADER_LIST_SIZE we enforce unless told otherwise: 16 KiB.
 pub const DEFAULT_MAX_HEADER_LIST_SIZE: usize = 16 * 1024;
@@ -96,10 +98,8 @@ impl Decoder {
             if first & 0x80 != 0 {
                 // Indexed field (§6.1).
                 let index = input.integer(7)?;
-                let (name, value) = self
-                    .table
-                    .field(index)
-                    .ok_or(CompressionError::InvalidIndex)?;
+                let (name, value) =
+                    field(&self.table, index).ok_or(CompressionError::InvalidIndex)?;
                 list.deliver(sink, name, value);
             } else if first & 0x40 != 0 {
                 // Literal with incremental indexing (§6.2.1).
@@ -130,20 +130,17 @@ impl Decoder {
         let Decoder { table, scratch, .. } = self;
         scratch.clear();
         let name = match input.integer(prefix_bits)? {
-            0 => input.string(scratch, cap)?,
-            index if index < FIRST_DYNAMIC => Str::Static(STATIC_TABLE[index - 1].0),
+            0 => input.string(scratch, cap)?.map(Name::Decoded),
+            index if index < FIRST_DYNAMIC => Some(Name::Static(STATIC_TABLE[index - 1].0)),
             index => {
                 // Copied: inserting this field may evict the entry it names (§4.4).
-                let (name, _) = table.field(index).ok_or(CompressionError::InvalidIndex)?;
+                let (name, _) = field(table, index).ok_or(CompressionError::InvalidIndex)?;
                 scratch.extend_from_slice(name);
-                Str::Scratch(0..name.len())
+                Some(Name::Decoded(Decoded::Scratch(0..name.len())))
             }
         };
         let value = input.string(scratch, cap)?;
-        let (Some(name), Some(value)) = (
-            name.resolve(input.block, scratch),
-            value.resolve(input.block, scratch),
-        ) else {
+        let (Some(name), Some(value)) = (name, value) else {
             // Too long to keep: the list is over its limit and the field, bigger than the
             // table, would have emptied it.
             list.exceeded = true;
@@ -152,6 +149,7 @@ impl Decoder {
             }
             return Ok(());
         };
+        let (name, value) = (name.resolve(scratch), value.resolve(scratch));
         list.deliver(sink, name, value);
         if indexing {
             table.insert(name, value);
@@ -166,57 +164,36 @@ struct Input<'a> {
     pos: usize,
 }
 
-impl Input<'_> {
+impl<'a> Input<'a> {
     fn integer(&mut self, prefix_bits: u8) -> Result<usize, CompressionError> {
-        let (value, used) = integer::decode(&self.block[self.pos..], prefix_bits)?;
-        self.pos += used;
-        Ok(value)
+        Ok(integer::read(self.block, &mut self.pos, prefix_bits)?)
     }
 
-    /// Reads a string literal (§5.2). Raw strings stay in the block; Huffman ones are
-    /// decoded into `scratch`, unless longer than `cap`.
-    fn string(&mut self, scratch: &mut Vec<u8>, cap: usize) -> Result<Str, CompressionError> {
-        let first = *self
-            .block
-            .get(self.pos)
-            .ok_or(CompressionError::Truncated)?;
-        let huffman = first & 0x80 != 0;
-        let len = self.integer(7)?;
-        let start = self.pos;
-        let end = start
-            .checked_add(len)
-            .filter(|&end| end <= self.block.len())
-            .ok_or(CompressionError::Truncated)?;
-        self.pos = end;
-        if !huffman {
-            return Ok(Str::Block(start..end));
-        }
-        let from = scratch.len();
-        huffman::decode(&self.block[start..end], scratch, cap)?;
-        if scratch.len() - from > cap {
-            scratch.truncate(from);
-            return Ok(Str::TooLong);
-        }
-        Ok(Str::Scratch(from..scratch.len()))
+    /// Reads a string literal (§5.2): `None` if it is longer than `cap`, and not kept.
+    fn string(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        cap: usize,
+    ) -> Result<Option<Decoded<'a>>, CompressionError> {
+        let literal = Literal::read(self.block, &mut self.pos, 7)?;
+        Ok(literal.decode(scratch, cap)?)
     }
 }
 
-/// Where a decoded string is.
-enum Str {
+/// Where a field's name is: a decoded string, or the static table's.
+enum Name<'a> {
     Static(&'static [u8]),
-    Block(Range<usize>),
-    Scratch(Range<usize>),
-    /// Past the decoder's string bound; not kept.
-    TooLong,
+    Decoded(Decoded<'a>),
 }
 
-impl Str {
-    fn resolve<'a>(&self, block: &'a [u8], scratch: &'a [u8]) -> Option<&'a [u8]> {
+impl<'a> Name<'a> {
+    fn resolve<'s>(&self, scratch: &'s [u8]) -> &'s [u8]
+    where
+        'a: 's,
+    {
         match self {
-            Str::Static(s) => Some(s),
-            Str::Block(r) => Some(&block[r.clone()]),
-            Str::Scratch(r) => Some(&scratch[r.clone()]),
-            Str::TooLong => None,
+            Name::Static(s) => s,
+            Name::Decoded(d) => d.resolve(scratch),
         }
     }
 }
@@ -245,7 +222,9 @@ impl ListBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::h2::hpack::test_util::{decode_all, hex};
+    use crate::field_coding::huffman;
+    use crate::h2::hpack::test_util::decode_all;
+    use crate::test_util::hex;
 
     /// Decodes `block` and checks the fields and the table afterwards, newest entry first.
     fn check(

@@ -1,7 +1,9 @@
 //! The HPACK encoder (RFC 7541 §6, §7), tuned for responses.
 
-use super::table::{DynamicTable, FIRST_DYNAMIC, entry_size, static_find};
-use super::{huffman, integer};
+use super::static_table::{FIRST_DYNAMIC, static_find};
+use crate::field_coding::dynamic_table::{DynamicTable, entry_size};
+use crate::field_coding::integer;
+use crate::field_coding::string::{self, Tie};
 
 /// The table size the peer's decoder starts with (RFC 7541 §4.2, RFC 9113 §6.5.2).
 const INITIAL_TABLE_SIZE: usize = 4096;
@@ -107,9 +109,9 @@ impl Encoder {
         };
         integer::encode(dst, flags, prefix_bits, name_index.unwrap_or(0));
         if name_index.is_none() {
-            encode_string(name, dst);
+            string::encode(name, 0x00, 7, Tie::Huffman, dst);
         }
-        encode_string(value, dst);
+        string::encode(value, 0x00, 7, Tie::Huffman, dst);
         if representation == Literal::IncrementalIndexing {
             self.table.insert(name, value);
         }
@@ -143,24 +145,12 @@ fn worth_indexing(name: &[u8]) -> bool {
     )
 }
 
-/// A string literal (§5.2): Huffman-coded unless that is longer. Equal lengths go Huffman,
-/// as the RFC's examples do.
-fn encode_string(s: &[u8], dst: &mut Vec<u8>) {
-    let coded_len = huffman::encoded_len(s);
-    if coded_len <= s.len() {
-        integer::encode(dst, 0x80, 7, coded_len);
-        huffman::encode(s, dst);
-    } else {
-        integer::encode(dst, 0x00, 7, s.len());
-        dst.extend_from_slice(s);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::h2::hpack::Decoder;
-    use crate::h2::hpack::test_util::{decode_all, hex};
+    use crate::h2::hpack::test_util::decode_all;
+    use crate::test_util::hex;
 
     fn encode(e: &mut Encoder, fields: &[(&str, &str)]) -> Vec<u8> {
         let mut dst = Vec::new();
@@ -308,7 +298,7 @@ mod tests {
         // "x-a" Huffman-coded is 3 octets too: equal goes Huffman.
         let block = encode(&mut e, &[("x-a", "")]);
         let mut name = Vec::new();
-        huffman::encode(b"x-a", &mut name);
+        crate::field_coding::huffman::encode(b"x-a", &mut name);
         assert_eq!(name.len(), 3);
         assert_eq!(block[..2], [0x40, 0x83]);
         assert_eq!(block[2..5], name[..]);

@@ -4,30 +4,22 @@
 //! slices into buffers it owns and reuses, so a warm connection decodes a request without
 //! allocating: the decoder's scratch and dynamic table are allocated once per connection.
 
+//!
+//! Integers, Huffman strings and the dynamic table's entries are [`crate::field_coding`]'s,
+//! shared with QPACK; this module owns the static table, the representations (§6) and
+//! their limits.
+
 mod decoder;
 mod encoder;
-pub(crate) mod huffman;
-pub(crate) mod integer;
-pub(crate) mod table;
+mod static_table;
 
 use core::fmt;
 
 pub use decoder::{DEFAULT_MAX_HEADER_LIST_SIZE, Decoder};
 pub use encoder::Encoder;
 
+use crate::field_coding::CodingError;
 use crate::h2::error::{ErrorCode, H2Error};
-
-/// Receives decoded fields in order. Slices are valid only during the call.
-pub trait FieldSink {
-    /// One field line; the name is as sent (HTTP/2 requires lowercase, checked by the caller).
-    fn field(&mut self, name: &[u8], value: &[u8]);
-}
-
-impl<F: FnMut(&[u8], &[u8])> FieldSink for F {
-    fn field(&mut self, name: &[u8], value: &[u8]) {
-        self(name, value)
-    }
-}
 
 /// A field block that cannot be decoded: HPACK state is lost, so this is a connection
 /// COMPRESSION_ERROR (RFC 9113 §4.3).
@@ -66,6 +58,18 @@ pub enum HpackError {
     Compression(CompressionError),
 }
 
+impl From<CodingError> for CompressionError {
+    fn from(e: CodingError) -> Self {
+        match e {
+            CodingError::Truncated => CompressionError::Truncated,
+            CodingError::IntegerOverflow => CompressionError::IntegerOverflow,
+            CodingError::HuffmanEos => CompressionError::HuffmanEos,
+            CodingError::HuffmanPaddingTooLong => CompressionError::HuffmanPaddingTooLong,
+            CodingError::HuffmanPaddingNotOnes => CompressionError::HuffmanPaddingNotOnes,
+        }
+    }
+}
+
 impl From<CompressionError> for HpackError {
     fn from(e: CompressionError) -> Self {
         HpackError::Compression(e)
@@ -92,15 +96,6 @@ impl std::error::Error for HpackError {}
 #[cfg(test)]
 pub(crate) mod test_util {
     use super::{Decoder, HpackError};
-
-    /// Octets from hex digits, whitespace ignored (the RFC's dumps).
-    pub fn hex(s: &str) -> Vec<u8> {
-        let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        digits
-            .chunks(2)
-            .map(|d| u8::from_str_radix(std::str::from_utf8(d).unwrap(), 16).unwrap())
-            .collect()
-    }
 
     /// Decodes a block into owned (name, value) strings.
     pub fn decode_all(d: &mut Decoder, block: &[u8]) -> Result<Vec<(String, String)>, HpackError> {

@@ -2,10 +2,10 @@
 //! to detect, with its code and scope.
 
 use super::*;
-use crate::h2::hpack::test_util::hex;
 use crate::h3::frame::{FrameHead, FrameType, encode_data_head, encode_headers};
 use crate::h3::qpack::Encoder;
-use crate::h3::test_util::Rng;
+use crate::test_util::Rng;
+use crate::test_util::hex;
 
 const CONTROL_ID: u64 = 2;
 

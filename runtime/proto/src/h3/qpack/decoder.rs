@@ -5,8 +5,9 @@ use super::dynamic_table::DynamicTable;
 use super::instruction::{Carry, DecoderInstruction, EncoderInstruction};
 use super::prefix::SectionPrefix;
 use super::static_table::STATIC_TABLE;
-use super::string::{Decoded, Literal};
-use super::{FieldSink, Malformed, QpackError, read_integer};
+use super::{Malformed, QpackError, read_integer};
+use crate::field_coding::FieldSink;
+use crate::field_coding::string::{Decoded, Literal};
 
 /// SETTINGS_MAX_FIELD_SECTION_SIZE we enforce unless told otherwise: 16 KiB.
 pub const DEFAULT_MAX_FIELD_SECTION_SIZE: usize = 16 * 1024;
@@ -269,7 +270,9 @@ fn field_line<'s>(
     table: &DynamicTable,
     scratch: &mut Vec<u8>,
 ) -> Result<(Part<'s>, Part<'s>), QpackError> {
-    let failed = QpackError::Decompression;
+    fn failed(e: impl Into<Malformed>) -> QpackError {
+        QpackError::Decompression(e.into())
+    }
     let first = section[*pos];
     let base = prefix.base;
     // Relative to Base for the plain forms, past it for the post-base ones (§3.2.5, §3.2.6).
@@ -320,7 +323,7 @@ fn string<'s>(
 ) -> Result<Decoded<'s>, QpackError> {
     literal
         .decode(scratch, budget)
-        .map_err(QpackError::Decompression)?
+        .map_err(|e| QpackError::Decompression(e.into()))?
         .ok_or(QpackError::FieldSectionTooLarge)
 }
 
@@ -403,7 +406,7 @@ fn dynamic(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::h2::hpack::test_util::hex;
+    use crate::test_util::hex;
 
     fn decode_all(d: &mut Decoder, section: &[u8]) -> Result<Vec<(String, String)>, QpackError> {
         decode_on(d, 0, section)
@@ -447,7 +450,7 @@ mod tests {
 
     #[test]
     fn every_static_representation() {
-        use crate::h2::hpack::{huffman, integer};
+        use crate::field_coding::{huffman, integer};
         let mut d = Decoder::default();
         // Indexed static 17 (:method GET) and 98 (index past the 6-bit prefix), literal
         // with static name 1 (:path), literal name (Huffman) with a raw value.
@@ -543,8 +546,8 @@ mod tests {
         // A long Huffman value is refused once it passes the budget, not decoded whole.
         let mut section = hex("0000 51");
         let mut value = Vec::new();
-        crate::h2::hpack::huffman::encode(&[b'a'; 10_000], &mut value);
-        crate::h2::hpack::integer::encode(&mut section, 0x80, 7, value.len());
+        crate::field_coding::huffman::encode(&[b'a'; 10_000], &mut value);
+        crate::field_coding::integer::encode(&mut section, 0x80, 7, value.len());
         section.extend_from_slice(&value);
         let mut d = Decoder::new(1000, 0, 0);
         assert_eq!(
@@ -587,7 +590,7 @@ mod tests {
 
     #[test]
     fn random_sections_never_panic() {
-        let mut rng = crate::h3::test_util::Rng(0x5eed);
+        let mut rng = crate::test_util::Rng(0x5eed);
         let mut d = Decoder::new(512, 0, 0);
         for _ in 0..20_000 {
             let len = rng.below(40);

@@ -1,12 +1,12 @@
-//! The decoder's dynamic table (RFC 9204 §3.2): HPACK's FIFO table, addressed by absolute
-//! index (§3.2.4) instead of HPACK's newest-first position.
+//! The decoder's dynamic table (RFC 9204 §3.2): the FIFO HPACK keeps too, addressed by
+//! absolute index (§3.2.4) instead of HPACK's newest-first position.
 
 use super::Malformed;
-use crate::h2::hpack::table::{self as hpack_table, entry_size};
+use crate::field_coding::dynamic_table::{self as fifo, entry_size};
 
 /// A dynamic table and the number of insertions it has seen.
 pub(super) struct DynamicTable {
-    entries: hpack_table::DynamicTable,
+    entries: fifo::DynamicTable,
     /// Every insertion and duplication so far; the next entry's absolute index.
     insert_count: u64,
 }
@@ -15,7 +15,7 @@ impl DynamicTable {
     /// An empty table of capacity 0 (§3.2.3).
     pub(super) fn new() -> Self {
         DynamicTable {
-            entries: hpack_table::DynamicTable::new(0),
+            entries: fifo::DynamicTable::new(0),
             insert_count: 0,
         }
     }

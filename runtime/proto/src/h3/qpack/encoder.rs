@@ -3,8 +3,9 @@
 
 use super::instruction::{Carry, DecoderInstruction};
 use super::prefix::SectionPrefix;
-use super::{Malformed, QpackError, static_table, string};
-use crate::h2::hpack::integer;
+use super::{Malformed, QpackError, static_table};
+use crate::field_coding::integer;
+use crate::field_coding::string::{self, Tie};
 
 /// Encodes field sections for one connection and reads the peer's decoder stream.
 #[derive(Debug, Default)]
@@ -31,12 +32,12 @@ impl Encoder {
                 // Literal Field Line with Name Reference, N=0, T=1 (§4.5.4).
                 Some((index, false)) => {
                     integer::encode(dst, 0x50, 4, index);
-                    string::encode(value, 0x00, 7, dst);
+                    string::encode(value, 0x00, 7, Tie::Raw, dst);
                 }
                 // Literal Field Line with Literal Name, N=0 (§4.5.6).
                 None => {
-                    string::encode(name, 0x20, 3, dst);
-                    string::encode(value, 0x00, 7, dst);
+                    string::encode(name, 0x20, 3, Tie::Raw, dst);
+                    string::encode(value, 0x00, 7, Tie::Raw, dst);
                 }
             }
         }
@@ -70,8 +71,8 @@ impl Encoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::h2::hpack::test_util::hex;
     use crate::h3::qpack::Decoder;
+    use crate::test_util::hex;
 
     fn encode(fields: &[(&str, &str)]) -> Vec<u8> {
         let mut dst = Vec::new();
@@ -88,6 +89,16 @@ mod tests {
         // 503 is entry 28; 500 is entry 71, past the 6-bit prefix.
         assert_eq!(encode(&[(":status", "503")]), [0x00, 0x00, 0xdc]);
         assert_eq!(encode(&[(":status", "500")]), [0x00, 0x00, 0xff, 0x08]);
+    }
+
+    #[test]
+    fn a_value_huffman_would_not_shorten_goes_raw() {
+        // :status 431 is a literal with static name 24 (":status 103"); "431" is 3
+        // octets Huffman-coded too.
+        assert_eq!(
+            encode(&[(":status", "431")]),
+            [0x00, 0x00, 0x5f, 0x09, 0x03, b'4', b'3', b'1']
+        );
     }
 
     #[test]

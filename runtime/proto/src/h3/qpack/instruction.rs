@@ -1,9 +1,9 @@
 //! Encoder stream (RFC 9204 §4.3) and decoder stream (§4.4) instructions, and the carry
 //! that holds an instruction split across stream reads.
 
-use super::string::Literal;
 use super::{Malformed, read_integer};
-use crate::h2::hpack::integer;
+use crate::field_coding::integer;
+use crate::field_coding::string::Literal;
 
 /// An instruction on the encoder stream, borrowing its strings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,7 +171,7 @@ impl Carry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::h2::hpack::test_util::hex;
+    use crate::test_util::hex;
 
     fn encoder(buf: &[u8]) -> Result<Option<(EncoderInstruction<'_>, usize)>, Malformed> {
         EncoderInstruction::parse(buf)

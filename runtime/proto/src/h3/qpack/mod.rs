@@ -9,8 +9,8 @@
 //! the RFC.
 //!
 //! Strings use HPACK's Huffman code and prefix integers (RFC 9204 §4.1.1, §4.1.2), and
-//! the dynamic table is HPACK's FIFO addressed QPACK's way: the code in
-//! [`crate::h2::hpack`] serves both.
+//! the dynamic table is HPACK's FIFO addressed QPACK's way: [`crate::field_coding`]
+//! serves both.
 
 mod decoder;
 mod dynamic_table;
@@ -18,18 +18,14 @@ mod encoder;
 mod instruction;
 mod prefix;
 mod static_table;
-mod string;
 
 use core::fmt;
 
 pub use decoder::{DEFAULT_MAX_FIELD_SECTION_SIZE, Decoder, SectionStatus};
 pub use encoder::Encoder;
 pub use instruction::{DecoderInstruction, EncoderInstruction};
-pub use string::Literal;
 
-pub use crate::h2::hpack::FieldSink;
-
-use crate::h2::hpack::CompressionError;
+use crate::field_coding::{CodingError, integer};
 use crate::h3::error::{ErrorCode, H3Error};
 
 /// What was wrong with QPACK input.
@@ -66,13 +62,14 @@ pub enum Malformed {
     InstructionTooLong,
 }
 
-impl From<CompressionError> for Malformed {
-    fn from(e: CompressionError) -> Self {
+impl From<CodingError> for Malformed {
+    fn from(e: CodingError) -> Self {
         match e {
-            CompressionError::Truncated => Malformed::Truncated,
-            CompressionError::IntegerOverflow => Malformed::Integer,
-            // The rest are HPACK's Huffman and table errors; only Huffman reaches us.
-            _ => Malformed::Huffman,
+            CodingError::Truncated => Malformed::Truncated,
+            CodingError::IntegerOverflow => Malformed::Integer,
+            CodingError::HuffmanEos
+            | CodingError::HuffmanPaddingTooLong
+            | CodingError::HuffmanPaddingNotOnes => Malformed::Huffman,
         }
     }
 }
@@ -122,10 +119,7 @@ impl std::error::Error for QpackError {}
 
 /// Reads a prefix integer (RFC 7541 §5.1, as RFC 9204 §4.1.1 uses it) at `*pos`.
 fn read_integer(buf: &[u8], pos: &mut usize, prefix_bits: u8) -> Result<usize, Malformed> {
-    let (value, used) =
-        crate::h2::hpack::integer::decode(buf.get(*pos..).unwrap_or_default(), prefix_bits)?;
-    *pos += used;
-    Ok(value)
+    Ok(integer::read(buf, pos, prefix_bits)?)
 }
 
 #[cfg(test)]

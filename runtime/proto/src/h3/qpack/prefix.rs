@@ -1,7 +1,7 @@
 //! The encoded field section prefix (RFC 9204 §4.5.1): Required Insert Count and Base.
 
 use super::{Malformed, read_integer};
-use crate::h2::hpack::integer;
+use crate::field_coding::integer;
 
 /// A field section's prefix, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

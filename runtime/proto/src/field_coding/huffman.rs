@@ -1,6 +1,6 @@
 //! Huffman coding of string literals (RFC 7541 §5.2, Appendix B).
 
-use super::CompressionError;
+use super::CodingError;
 
 /// (code, length in bits) for symbols 0..=255 and EOS (256), from RFC 7541 Appendix B.
 #[rustfmt::skip]
@@ -160,7 +160,7 @@ pub(crate) fn encode(src: &[u8], dst: &mut Vec<u8>) {
 
 /// Appends the decoding of `src`. Stops early, without checking the rest, once more than
 /// `limit` octets were produced: the caller sees `dst` grew past `limit` and drops the string.
-pub(crate) fn decode(src: &[u8], dst: &mut Vec<u8>, limit: usize) -> Result<(), CompressionError> {
+pub(crate) fn decode(src: &[u8], dst: &mut Vec<u8>, limit: usize) -> Result<(), CodingError> {
     let start = dst.len();
     // Unread bits sit in the low `avail` bits of `acc`, at most 31 + 8.
     let (mut acc, mut avail, mut input) = (0u64, 0u32, src.iter());
@@ -183,15 +183,15 @@ pub(crate) fn decode(src: &[u8], dst: &mut Vec<u8>, limit: usize) -> Result<(), 
         if len > avail {
             // No whole code left: what remains is padding, at most 7 bits of EOS's 1s.
             if avail > 7 {
-                return Err(CompressionError::HuffmanPaddingTooLong);
+                return Err(CodingError::HuffmanPaddingTooLong);
             }
             if acc != (1 << avail) - 1 {
-                return Err(CompressionError::HuffmanPaddingNotOnes);
+                return Err(CodingError::HuffmanPaddingNotOnes);
             }
             return Ok(());
         }
         if sym == EOS {
-            return Err(CompressionError::HuffmanEos);
+            return Err(CodingError::HuffmanEos);
         }
         dst.push(sym as u8);
         if dst.len() - start > limit {
@@ -205,9 +205,9 @@ pub(crate) fn decode(src: &[u8], dst: &mut Vec<u8>, limit: usize) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::h2::hpack::test_util::hex;
+    use crate::test_util::hex;
 
-    fn decoded(src: &[u8]) -> Result<Vec<u8>, CompressionError> {
+    fn decoded(src: &[u8]) -> Result<Vec<u8>, CodingError> {
         let mut dst = Vec::new();
         decode(src, &mut dst, usize::MAX).map(|()| dst)
     }
@@ -308,23 +308,20 @@ mod tests {
         // EOS (30 ones) padded with two ones.
         assert_eq!(
             decoded(&[0xff, 0xff, 0xff, 0xff]),
-            Err(CompressionError::HuffmanEos)
+            Err(CodingError::HuffmanEos)
         );
         // 'a' (00011), then EOS, then padding: 5 + 30 + 5 bits.
         let eos_after_a = [0b0001_1111, 0xff, 0xff, 0xff, 0xff];
-        assert_eq!(decoded(&eos_after_a), Err(CompressionError::HuffmanEos));
+        assert_eq!(decoded(&eos_after_a), Err(CodingError::HuffmanEos));
     }
 
     #[test]
     fn padding_longer_than_7_bits_is_an_error() {
-        assert_eq!(
-            decoded(&[0xff]),
-            Err(CompressionError::HuffmanPaddingTooLong)
-        );
+        assert_eq!(decoded(&[0xff]), Err(CodingError::HuffmanPaddingTooLong));
         // 'a' then 11 one bits.
         assert_eq!(
             decoded(&[0b0001_1111, 0xff]),
-            Err(CompressionError::HuffmanPaddingTooLong)
+            Err(CodingError::HuffmanPaddingTooLong)
         );
         // A whole padding octet after a string that ended on an octet boundary.
         let mut dst = Vec::new();
@@ -332,7 +329,7 @@ mod tests {
         assert_eq!(dst, [0b0000_0000, 0b1111_1111]);
         assert_eq!(
             decoded(&[0x00, 0x7f, 0xff]),
-            Err(CompressionError::HuffmanPaddingTooLong)
+            Err(CodingError::HuffmanPaddingTooLong)
         );
     }
 
@@ -341,12 +338,12 @@ mod tests {
         // 'a' (00011) then 000.
         assert_eq!(
             decoded(&[0b0001_1000]),
-            Err(CompressionError::HuffmanPaddingNotOnes)
+            Err(CodingError::HuffmanPaddingNotOnes)
         );
         // 'a' then 110.
         assert_eq!(
             decoded(&[0b0001_1110]),
-            Err(CompressionError::HuffmanPaddingNotOnes)
+            Err(CodingError::HuffmanPaddingNotOnes)
         );
         assert_eq!(decoded(&[0b0001_1111]), Ok(b"a".to_vec()));
     }

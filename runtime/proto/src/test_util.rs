@@ -1,4 +1,13 @@
-//! Helpers for the h3 tests.
+//! Helpers for the unit tests.
+
+/// Octets from hex digits, whitespace ignored (the RFCs' dumps).
+pub(crate) fn hex(s: &str) -> Vec<u8> {
+    let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    digits
+        .chunks(2)
+        .map(|d| u8::from_str_radix(std::str::from_utf8(d).unwrap(), 16).unwrap())
+        .collect()
+}
 
 /// A small deterministic generator (xorshift64*), so failures replay.
 pub(crate) struct Rng(pub(crate) u64);

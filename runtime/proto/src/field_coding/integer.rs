@@ -1,16 +1,16 @@
-//! Prefix integers (RFC 7541 §5.1).
+//! Prefix integers (RFC 7541 §5.1; RFC 9204 §4.1.1 uses them as they are).
 
-use super::CompressionError;
+use super::CodingError;
 
-/// The largest value we decode. Every HPACK integer is a length, an index or a table size,
+/// The largest value we decode. Every HPACK and QPACK integer is a length, an index or a table size,
 /// all far below this; bounding it stops overlong encodings early.
 const MAX: u64 = u32::MAX as u64;
 
 /// Decodes an integer whose `prefix_bits`-bit prefix (1..=8) is in `buf[0]`; returns the
 /// value and the octets used.
-pub(crate) fn decode(buf: &[u8], prefix_bits: u8) -> Result<(usize, usize), CompressionError> {
+pub(crate) fn decode(buf: &[u8], prefix_bits: u8) -> Result<(usize, usize), CodingError> {
     let mask = u8::MAX >> (8 - prefix_bits);
-    let first = buf.first().ok_or(CompressionError::Truncated)? & mask;
+    let first = buf.first().ok_or(CodingError::Truncated)? & mask;
     if first < mask {
         return Ok((usize::from(first), 1));
     }
@@ -19,19 +19,26 @@ pub(crate) fn decode(buf: &[u8], prefix_bits: u8) -> Result<(usize, usize), Comp
     for (i, &octet) in buf.iter().enumerate().skip(1) {
         value += u64::from(octet & 0x7f) << shift;
         if value > MAX {
-            return Err(CompressionError::IntegerOverflow);
+            return Err(CodingError::IntegerOverflow);
         }
         if octet & 0x80 == 0 {
-            let value = usize::try_from(value).map_err(|_| CompressionError::IntegerOverflow)?;
+            let value = usize::try_from(value).map_err(|_| CodingError::IntegerOverflow)?;
             return Ok((value, i + 1));
         }
         shift += 7;
         // Five continuation octets hold 35 bits; more can only be zero padding.
         if shift > 28 {
-            return Err(CompressionError::IntegerOverflow);
+            return Err(CodingError::IntegerOverflow);
         }
     }
-    Err(CompressionError::Truncated)
+    Err(CodingError::Truncated)
+}
+
+/// Reads the integer at `*pos` whose prefix has `prefix_bits` bits, moving `*pos` past it.
+pub(crate) fn read(buf: &[u8], pos: &mut usize, prefix_bits: u8) -> Result<usize, CodingError> {
+    let (value, used) = decode(buf.get(*pos..).unwrap_or_default(), prefix_bits)?;
+    *pos += used;
+    Ok(value)
 }
 
 /// Appends `value` with a `prefix_bits`-bit prefix; `flags` fills the first octet's high bits.
@@ -129,9 +136,9 @@ mod tests {
 
     #[test]
     fn truncated() {
-        assert_eq!(decode(&[], 5), Err(CompressionError::Truncated));
-        assert_eq!(decode(&[0x1f], 5), Err(CompressionError::Truncated));
-        assert_eq!(decode(&[0x1f, 0x9a], 5), Err(CompressionError::Truncated));
+        assert_eq!(decode(&[], 5), Err(CodingError::Truncated));
+        assert_eq!(decode(&[0x1f], 5), Err(CodingError::Truncated));
+        assert_eq!(decode(&[0x1f, 0x9a], 5), Err(CodingError::Truncated));
     }
 
     #[test]
@@ -141,11 +148,11 @@ mod tests {
         assert_eq!(max, [0x1f, 0xe0, 0xff, 0xff, 0xff, 0x0f]);
         assert_eq!(
             decode(&[0x1f, 0xe1, 0xff, 0xff, 0xff, 0x0f], 5),
-            Err(CompressionError::IntegerOverflow)
+            Err(CodingError::IntegerOverflow)
         );
         assert_eq!(
             decode(&[0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f], 5),
-            Err(CompressionError::IntegerOverflow)
+            Err(CodingError::IntegerOverflow)
         );
     }
 
@@ -154,7 +161,7 @@ mod tests {
         let mut buf = vec![0x1f];
         buf.extend_from_slice(&[0x80; 1000]);
         buf.push(0);
-        assert_eq!(decode(&buf, 5), Err(CompressionError::IntegerOverflow));
+        assert_eq!(decode(&buf, 5), Err(CodingError::IntegerOverflow));
         // Five continuation octets, the last zero-valued, are still accepted.
         assert_eq!(
             decode(&[0x1f, 0x81, 0x80, 0x80, 0x80, 0x00], 5),

@@ -1,93 +1,12 @@
-//! The static table (RFC 7541 Appendix A) and the dynamic table (§2.3.2, §4).
+//! The dynamic table's entries (RFC 7541 §2.3.2, §4; RFC 9204 §3.2): a FIFO of fields
+//! bounded by the sum of their sizes. HPACK addresses it newest first after its static
+//! table; QPACK by absolute index.
 
 use std::collections::VecDeque;
-
-/// RFC 7541 Appendix A; HPACK index i is entry i-1.
-pub(super) const STATIC_TABLE: [(&[u8], &[u8]); 61] = [
-    (b":authority", b""),
-    (b":method", b"GET"),
-    (b":method", b"POST"),
-    (b":path", b"/"),
-    (b":path", b"/index.html"),
-    (b":scheme", b"http"),
-    (b":scheme", b"https"),
-    (b":status", b"200"),
-    (b":status", b"204"),
-    (b":status", b"206"),
-    (b":status", b"304"),
-    (b":status", b"400"),
-    (b":status", b"404"),
-    (b":status", b"500"),
-    (b"accept-charset", b""),
-    (b"accept-encoding", b"gzip, deflate"),
-    (b"accept-language", b""),
-    (b"accept-ranges", b""),
-    (b"accept", b""),
-    (b"access-control-allow-origin", b""),
-    (b"age", b""),
-    (b"allow", b""),
-    (b"authorization", b""),
-    (b"cache-control", b""),
-    (b"content-disposition", b""),
-    (b"content-encoding", b""),
-    (b"content-language", b""),
-    (b"content-length", b""),
-    (b"content-location", b""),
-    (b"content-range", b""),
-    (b"content-type", b""),
-    (b"cookie", b""),
-    (b"date", b""),
-    (b"etag", b""),
-    (b"expect", b""),
-    (b"expires", b""),
-    (b"from", b""),
-    (b"host", b""),
-    (b"if-match", b""),
-    (b"if-modified-since", b""),
-    (b"if-none-match", b""),
-    (b"if-range", b""),
-    (b"if-unmodified-since", b""),
-    (b"last-modified", b""),
-    (b"link", b""),
-    (b"location", b""),
-    (b"max-forwards", b""),
-    (b"proxy-authenticate", b""),
-    (b"proxy-authorization", b""),
-    (b"range", b""),
-    (b"referer", b""),
-    (b"refresh", b""),
-    (b"retry-after", b""),
-    (b"server", b""),
-    (b"set-cookie", b""),
-    (b"strict-transport-security", b""),
-    (b"transfer-encoding", b""),
-    (b"user-agent", b""),
-    (b"vary", b""),
-    (b"via", b""),
-    (b"www-authenticate", b""),
-];
-
-/// The first dynamic table index; lower ones are static (§2.3.3).
-pub(super) const FIRST_DYNAMIC: usize = STATIC_TABLE.len() + 1;
 
 /// The size an entry counts for: its octets plus 32 for bookkeeping (§4.1).
 pub(crate) fn entry_size(name: &[u8], value: &[u8]) -> usize {
     name.len() + value.len() + 32
-}
-
-/// The static index of `(name, value)` and whether the value matched too; a full match wins
-/// over a name match.
-pub(super) fn static_find(name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
-    let mut by_name = None;
-    for (i, &(n, v)) in STATIC_TABLE.iter().enumerate() {
-        if n == name {
-            if v == value {
-                return Some((i + 1, true));
-            }
-            by_name.get_or_insert(i + 1);
-        }
-    }
-    by_name.map(|i| (i, false))
 }
 
 /// Where an entry's octets are in [`DynamicTable::octets`].
@@ -124,13 +43,13 @@ impl DynamicTable {
     }
 
     /// Entries in the table.
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// The sum of the entries' sizes (§4.1).
     #[cfg(test)]
-    pub(super) fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         self.size
     }
 
@@ -149,17 +68,8 @@ impl DynamicTable {
         ))
     }
 
-    /// The field at HPACK `index` in the combined address space: 1..=61 static, then this
-    /// table newest first (§2.3.3).
-    pub(super) fn field(&self, index: usize) -> Option<(&[u8], &[u8])> {
-        match index.checked_sub(FIRST_DYNAMIC) {
-            Some(i) => self.get(i),
-            None => STATIC_TABLE.get(index.checked_sub(1)?).copied(),
-        }
-    }
-
     /// The newest entry index holding `(name, value)`, and whether the value matched too.
-    pub(super) fn find(&self, name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
+    pub(crate) fn find(&self, name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
         let mut by_name = None;
         for i in 0..self.len() {
             let (n, v) = self.get(i)?;
@@ -200,7 +110,7 @@ impl DynamicTable {
     }
 
     /// Evicts every entry.
-    pub(super) fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.entries.clear();
         self.octets.clear();
         self.size = 0;
@@ -244,57 +154,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn static_table_is_appendix_a() {
-        assert_eq!(STATIC_TABLE.len(), 61);
-        let t = DynamicTable::new(0);
-        assert_eq!(t.field(1), Some((&b":authority"[..], &b""[..])));
-        assert_eq!(t.field(2), Some((&b":method"[..], &b"GET"[..])));
-        assert_eq!(t.field(8), Some((&b":status"[..], &b"200"[..])));
-        assert_eq!(t.field(14), Some((&b":status"[..], &b"500"[..])));
-        assert_eq!(
-            t.field(16),
-            Some((&b"accept-encoding"[..], &b"gzip, deflate"[..]))
-        );
-        assert_eq!(t.field(24), Some((&b"cache-control"[..], &b""[..])));
-        assert_eq!(t.field(33), Some((&b"date"[..], &b""[..])));
-        assert_eq!(t.field(55), Some((&b"set-cookie"[..], &b""[..])));
-        assert_eq!(t.field(61), Some((&b"www-authenticate"[..], &b""[..])));
-        assert_eq!(t.field(0), None);
-        assert_eq!(t.field(62), None);
-        // Only entries 2..=14 and 16 have values.
-        for (i, (_, v)) in STATIC_TABLE.iter().enumerate() {
-            assert_eq!(
-                v.is_empty(),
-                !(1..=13).contains(&i) && i != 15,
-                "index {}",
-                i + 1
-            );
-        }
-    }
-
-    #[test]
-    fn static_find_prefers_a_full_match() {
-        assert_eq!(static_find(b":status", b"200"), Some((8, true)));
-        assert_eq!(static_find(b":status", b"404"), Some((13, true)));
-        assert_eq!(static_find(b":status", b"201"), Some((8, false)));
-        assert_eq!(
-            static_find(b"content-type", b"text/plain"),
-            Some((31, false))
-        );
-        assert_eq!(static_find(b"x-custom", b""), None);
-        assert_eq!(static_find(b":path", b"/index.html"), Some((5, true)));
-    }
-
-    #[test]
     fn sizes_count_32_octets_of_overhead() {
         let mut t = DynamicTable::new(4096);
         t.insert(b"custom-key", b"custom-header");
         assert_eq!((t.len(), t.size()), (1, 55));
-        assert_eq!(
-            t.field(62),
-            Some((&b"custom-key"[..], &b"custom-header"[..]))
-        );
-        assert_eq!(t.field(63), None);
+        assert_eq!(t.get(0), Some((&b"custom-key"[..], &b"custom-header"[..])));
+        assert_eq!(t.get(1), None);
     }
 
     #[test]

@@ -1,10 +1,10 @@
-//! String literals (RFC 9204 §4.1.2): an H bit, a length with an N-bit prefix, then the
-//! octets, Huffman-coded when H is set.
+//! String literals (RFC 7541 §5.2, RFC 9204 §4.1.2): an H bit, a length with an N-bit
+//! prefix, then the octets, Huffman-coded when H is set. HPACK's length prefix is always 7
+//! bits; QPACK's varies with the representation around it.
 
 use core::ops::Range;
 
-use super::{Malformed, read_integer};
-use crate::h2::hpack::{huffman, integer};
+use super::{CodingError, huffman, integer};
 
 /// A string literal as sent, borrowed from its buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,14 +18,18 @@ pub struct Literal<'a> {
 impl<'a> Literal<'a> {
     /// Reads the literal at `*pos` whose length has a `prefix_bits`-bit prefix; the H bit is
     /// the bit above it.
-    pub(super) fn read(buf: &'a [u8], pos: &mut usize, prefix_bits: u8) -> Result<Self, Malformed> {
-        let first = *buf.get(*pos).ok_or(Malformed::Truncated)?;
+    pub(crate) fn read(
+        buf: &'a [u8],
+        pos: &mut usize,
+        prefix_bits: u8,
+    ) -> Result<Self, CodingError> {
+        let first = *buf.get(*pos).ok_or(CodingError::Truncated)?;
         let huffman = first & (1 << prefix_bits) != 0;
-        let len = read_integer(buf, pos, prefix_bits)?;
+        let len = integer::read(buf, pos, prefix_bits)?;
         let end = pos
             .checked_add(len)
             .filter(|&end| end <= buf.len())
-            .ok_or(Malformed::Truncated)?;
+            .ok_or(CodingError::Truncated)?;
         let octets = &buf[*pos..end];
         *pos = end;
         Ok(Literal { huffman, octets })
@@ -33,11 +37,11 @@ impl<'a> Literal<'a> {
 
     /// Decodes the string: raw octets stay in place, Huffman ones go onto `scratch`.
     /// `None` when it is longer than `cap`, and nothing is kept.
-    pub(super) fn decode(
+    pub(crate) fn decode(
         self,
         scratch: &mut Vec<u8>,
         cap: usize,
-    ) -> Result<Option<Decoded<'a>>, Malformed> {
+    ) -> Result<Option<Decoded<'a>>, CodingError> {
         if !self.huffman {
             return Ok((self.octets.len() <= cap).then_some(Decoded::Raw(self.octets)));
         }
@@ -53,13 +57,13 @@ impl<'a> Literal<'a> {
 
 /// A decoded string: in place, or at a range of the decoder's scratch.
 #[derive(Clone, Debug)]
-pub(super) enum Decoded<'a> {
+pub(crate) enum Decoded<'a> {
     Raw(&'a [u8]),
     Scratch(Range<usize>),
 }
 
 impl<'a> Decoded<'a> {
-    pub(super) fn resolve<'s>(&self, scratch: &'s [u8]) -> &'s [u8]
+    pub(crate) fn resolve<'s>(&self, scratch: &'s [u8]) -> &'s [u8]
     where
         'a: 's,
     {
@@ -70,11 +74,22 @@ impl<'a> Decoded<'a> {
     }
 }
 
+/// How a string goes when Huffman coding leaves its length unchanged; RFC 7541 §5.2
+/// leaves the choice to the encoder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tie {
+    /// Huffman-coded, as in RFC 7541's examples (Appendix C.4): HPACK's choice, so its
+    /// output matches them byte for byte.
+    Huffman,
+    /// Raw, sparing the peer a decode that gains nothing: QPACK's choice.
+    Raw,
+}
+
 /// Appends `s` as a literal whose length has a `prefix_bits`-bit prefix after `flags`:
-/// Huffman-coded when that is shorter.
-pub(super) fn encode(s: &[u8], flags: u8, prefix_bits: u8, dst: &mut Vec<u8>) {
+/// Huffman-coded when that is shorter, and on a tie as `tie` says.
+pub(crate) fn encode(s: &[u8], flags: u8, prefix_bits: u8, tie: Tie, dst: &mut Vec<u8>) {
     let coded_len = huffman::encoded_len(s);
-    if coded_len < s.len() {
+    if coded_len < s.len() || (coded_len == s.len() && tie == Tie::Huffman) {
         integer::encode(dst, flags | (1 << prefix_bits), prefix_bits, coded_len);
         huffman::encode(s, dst);
     } else {
@@ -89,7 +104,7 @@ mod tests {
 
     fn round_trip(s: &[u8], flags: u8, prefix_bits: u8) -> Vec<u8> {
         let mut buf = Vec::new();
-        encode(s, flags, prefix_bits, &mut buf);
+        encode(s, flags, prefix_bits, Tie::Raw, &mut buf);
         let mut pos = 0;
         let literal = Literal::read(&buf, &mut pos, prefix_bits).unwrap();
         assert_eq!(pos, buf.len());
@@ -100,13 +115,25 @@ mod tests {
     }
 
     #[test]
-    fn huffman_only_when_shorter() {
+    fn huffman_when_shorter() {
         // "www.example.com" is 12 octets Huffman-coded, 15 raw.
         let buf = round_trip(b"www.example.com", 0, 7);
         assert_eq!(buf[0], 0x80 | 12);
         // Binary octets grow under Huffman: sent raw.
         let buf = round_trip(&[0, 1, 2], 0, 7);
         assert_eq!(buf, [3, 0, 1, 2]);
+    }
+
+    #[test]
+    fn a_tie_goes_as_asked() {
+        // "431" is 6 + 6 + 5 bits: 3 octets either way.
+        let mut buf = Vec::new();
+        encode(b"431", 0, 7, Tie::Raw, &mut buf);
+        assert_eq!(buf, [3, b'4', b'3', b'1']);
+        buf.clear();
+        encode(b"431", 0, 7, Tie::Huffman, &mut buf);
+        assert_eq!(buf[0], 0x80 | 3);
+        assert_eq!(buf.len(), 4);
     }
 
     #[test]
@@ -130,12 +157,12 @@ mod tests {
         let mut pos = 0;
         assert_eq!(
             Literal::read(&[0x05, b'a'], &mut pos, 7),
-            Err(Malformed::Truncated)
+            Err(CodingError::Truncated)
         );
         let mut pos = 0;
-        assert_eq!(Literal::read(&[], &mut pos, 7), Err(Malformed::Truncated));
+        assert_eq!(Literal::read(&[], &mut pos, 7), Err(CodingError::Truncated));
         let mut buf = Vec::new();
-        encode(b"aaaaaaaaaa", 0, 7, &mut buf);
+        encode(b"aaaaaaaaaa", 0, 7, Tie::Raw, &mut buf);
         let mut pos = 0;
         let literal = Literal::read(&buf, &mut pos, 7).unwrap();
         let mut scratch = vec![b'x'];
