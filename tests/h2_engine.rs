@@ -23,8 +23,8 @@ use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio::sync::{oneshot, watch};
 use wedge::host::ResponseBody;
 use wedge::net::h2::{BodyGone, ConnStats, H2Config, Handler, RequestBody, ResponseStream};
-use wedge_proto::h2::conn::RequestHead;
 use wedge_proto::h2::frame::flags;
+use wedge_proto::head::RequestHead;
 
 // ---- counting allocator (per thread) ----
 
@@ -1134,7 +1134,7 @@ async fn a_closing_connection_is_not_held_open_by_a_trickling_reader() {
 #[tokio::test]
 async fn an_unbounded_stream_limit_still_serves() {
     let config = H2Config {
-        core: wedge_proto::h2::conn::ConnConfig {
+        core: wedge_proto::h2::ConnConfig {
             max_concurrent_streams: u32::MAX,
             ..Default::default()
         },

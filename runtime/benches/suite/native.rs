@@ -25,7 +25,7 @@ use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use wedge::net::h2::{ConnStats, H2Config, Handler, RequestBody, ResponseStream};
-use wedge_proto::h2::conn::RequestHead;
+use wedge_proto::head::RequestHead;
 
 /// The engines `suite serve` runs.
 pub const ENGINES: [&str; 4] = ["wedge-h2", "hyper-h2", "wedge-h1", "hyper-h1"];

@@ -8,7 +8,8 @@
 
 use std::path::Path;
 
-use wedge_proto::h2::frame::{self, Setting, StreamId};
+use wedge_proto::h2::StreamId;
+use wedge_proto::h2::frame::{self, Setting};
 use wedge_proto::h2::{ErrorCode, hpack};
 use wedge_proto::h3::frame::{self as h3frame, FrameHead, FrameType};
 use wedge_proto::h3::{qpack, varint};

@@ -10,12 +10,12 @@ pub(crate) mod validate;
 pub use validate::is_valid_trailer;
 
 /// At most this many heads wait in a connection's pool.
-pub const MAX_POOLED: usize = 32;
+pub(crate) const MAX_POOLED: usize = 32;
 /// A head whose header list grew past this many fields is not kept (a peer's thousands of
 /// header lines must not stay pinned to the connection).
-pub const MAX_POOLED_FIELDS: usize = 64;
+pub(crate) const MAX_POOLED_FIELDS: usize = 64;
 /// A head whose arena grew past this many octets is not kept.
-pub const MAX_POOLED_ARENA: usize = 4 * 1024;
+pub(crate) const MAX_POOLED_ARENA: usize = 4 * 1024;
 
 type Span = Range<u32>;
 
@@ -133,7 +133,7 @@ impl RequestHead {
 /// A connection's pool of heads. Only the connection rents and returns: a head is owned
 /// by whoever holds it, so one a handler or an arriving body still uses cannot be here.
 #[derive(Debug, Default)]
-pub struct HeadPool {
+pub(crate) struct HeadPool {
     free: Vec<RequestHead>,
 }
 
@@ -156,13 +156,9 @@ impl HeadPool {
     }
 
     /// Heads waiting to be reused.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.free.len()
-    }
-
-    /// Whether none are waiting.
-    pub fn is_empty(&self) -> bool {
-        self.free.is_empty()
     }
 }
 

@@ -3,9 +3,9 @@
 //! its body handed out, the response head encoded, counted with a counting global
 //! allocator on this thread. Same pattern as `alloc.rs` for HTTP/2.
 
-use wedge_proto::h3::conn::{Config, Connection, Event};
 use wedge_proto::h3::frame::{Setting, encode_data_head, encode_headers, encode_settings};
 use wedge_proto::h3::qpack::{DecoderInstruction, Encoder};
+use wedge_proto::h3::{Config, Connection, Event};
 
 mod counting_alloc;
 

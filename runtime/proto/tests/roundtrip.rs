@@ -2,9 +2,10 @@
 //! failure replays: random header lists through Encoder → HEADERS/CONTINUATION → Decoder,
 //! and random octets into the decoders, which must answer without panicking.
 
+use wedge_proto::h2::StreamId;
+use wedge_proto::h2::frame::FrameHead;
 use wedge_proto::h2::frame::{Frame, encode_headers};
 use wedge_proto::h2::hpack::{Decoder, Encoder};
-use wedge_proto::h2::{FrameHead, StreamId};
 
 /// xorshift64*: deterministic, no dependencies.
 struct Rng(u64);

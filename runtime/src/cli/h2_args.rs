@@ -89,7 +89,7 @@ mod tests {
     use std::time::Duration;
 
     use clap::Parser;
-    use wedge_proto::h2::conn::ConnConfig;
+    use wedge_proto::h2::ConnConfig;
 
     use super::*;
 

@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
-use wedge_proto::h2;
+use wedge_proto::head::RequestHead;
 
 use super::frontend::Frontend;
 use super::request_body::RequestBody;
@@ -49,7 +49,7 @@ impl RequestHeadView for wedge_proto::head::RequestHead {
 /// Answers requests whose heads are `Head`s (HTTP/2's unless said otherwise). `call`
 /// sees the pooled head only while it runs: whatever it needs later it copies, so the
 /// head can serve the next stream at once.
-pub trait Handler<Head = h2::conn::RequestHead>: Send + 'static {
+pub trait Handler<Head = RequestHead>: Send + 'static {
     /// The response body; polled by the connection only while flow credit allows.
     type Body: ResponseStream;
     /// The response, polled by the connection's task: one that parks holds up no one.

@@ -6,9 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wedge_proto::h2::PREFACE;
-use wedge_proto::h2::StreamId;
-use wedge_proto::h2::conn::{ConnConfig, Connection, Event};
+use wedge_proto::h2::{ConnConfig, Connection, Event, PREFACE, StreamId};
 
 /// Small limits so the fuzzer reaches them: a few streams, a short header list.
 fn config() -> ConnConfig {

@@ -4,8 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wedge_proto::h2::Frame;
-use wedge_proto::h2::frame::{MAX_MAX_FRAME_SIZE, encode_settings};
+use wedge_proto::h2::frame::{Frame, MAX_MAX_FRAME_SIZE, encode_settings};
 
 fuzz_target!(|data: &[u8]| {
     // The first octet picks the frame size limit: the default or the largest allowed.

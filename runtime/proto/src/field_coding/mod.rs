@@ -1,18 +1,18 @@
 //! Field coding that HPACK (RFC 7541) and QPACK (RFC 9204) share: QPACK takes HPACK's
 //! primitives as they are (RFC 9204 §4.1) and keeps a dynamic table of the same kind.
 //!
-//! - [`integer`]: prefix integers (RFC 7541 §5.1, RFC 9204 §4.1.1).
-//! - [`huffman`]: the Huffman code (RFC 7541 §5.2, Appendix B).
+//! - `integer`: prefix integers (RFC 7541 §5.1, RFC 9204 §4.1.1).
+//! - `huffman`: the Huffman code (RFC 7541 §5.2, Appendix B).
 //! - [`string`]: string literals, an H bit and a prefix-integer length (RFC 7541 §5.2,
 //!   RFC 9204 §4.1.2).
-//! - [`dynamic_table`]: the dynamic table's entries, a FIFO bounded by size (RFC 7541 §4,
+//! - `dynamic_table`: the dynamic table's entries, a FIFO bounded by size (RFC 7541 §4,
 //!   RFC 9204 §3.2); each protocol addresses it its own way.
 //! - [`FieldSink`]: where a decoder hands the fields it decoded.
 
 pub(crate) mod dynamic_table;
 pub(crate) mod huffman;
 pub(crate) mod integer;
-pub(crate) mod string;
+pub mod string;
 
 /// Receives decoded fields in order. Slices are valid only during the call.
 pub trait FieldSink {

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use super::frame::StreamId;
+use super::StreamId;
 
 /// An error code as carried by RST_STREAM and GOAWAY (RFC 9113 §7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

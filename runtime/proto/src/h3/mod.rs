@@ -1,12 +1,19 @@
-//! HTTP/3 (RFC 9114) building blocks, sans IO: QUIC varints, the frame codec, QPACK
-//! (RFC 9204), the error codes they report, and the server connection core that a QUIC
-//! driver feeds with stream octets.
+//! HTTP/3 (RFC 9114), server side: a [`Connection`] that a QUIC driver feeds with each
+//! stream's octets and that reports [`Event`]s; failures carry an [`ErrorCode`].
+//!
+//! It builds on QUIC variable-length integers (`varint`, RFC 9000 §16), the frame codec
+//! (`frame`, RFC 9114 §7) and QPACK (`qpack`, RFC 9204), public only with the
+//! `internals` feature.
 
-pub mod conn;
-pub mod error;
-pub mod frame;
-pub mod qpack;
-pub mod varint;
+mod conn;
+mod error;
+internals! {
+    mod frame;
+    mod qpack;
+    mod varint;
+}
 
-pub use conn::{Config, Connection, ConnectionError, Event, RequestHead};
-pub use error::{ErrorCode, H3Error};
+pub use conn::{Config, Connection, ConnectionError, Event};
+pub use error::ErrorCode;
+#[cfg(feature = "internals")]
+pub use error::H3Error;

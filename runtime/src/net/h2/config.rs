@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use wedge_proto::h2::conn::ConnConfig;
+use wedge_proto::h2::ConnConfig;
 
 /// Everything an operator can tune about HTTP/2 connections: what the sans-IO core
 /// enforces, and the driver's buffers and timeouts around it.

@@ -1,5 +1,5 @@
 //! wedge's own HTTP/2 engine: the tokio driver around the sans-IO core in
-//! `wedge_proto::h2::conn`.
+//! `wedge_proto::h2::Connection`.
 //!
 //! One task per connection owns the core, the streams and the transport, so no state is
 //! shared but each request body's inbox. Each pass reads what the socket has, lets the
@@ -22,8 +22,7 @@ use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
-use wedge_proto::h2::conn::{Connection, Event};
-use wedge_proto::h2::{ErrorCode, StreamId};
+use wedge_proto::h2::{Connection, ErrorCode, Event, StreamId};
 
 use crate::net::handler::trailer_map;
 pub use crate::net::handler::{AppHandler, Handler, ResponseStream};

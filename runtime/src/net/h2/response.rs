@@ -7,8 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
-use wedge_proto::h2::conn::Connection;
-use wedge_proto::h2::{ErrorCode, StreamId};
+use wedge_proto::h2::{Connection, ErrorCode, StreamId};
 
 use super::write_queue::{Staged, TurnWaiter, WriteQueue};
 use crate::net::handler::ResponseStream;

@@ -21,7 +21,8 @@ use quinn::{ReadError, RecvStream, SendStream, VarInt};
 use tokio::io::ReadBuf;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
-use wedge_proto::h3::{Connection, ConnectionError, ErrorCode, Event, RequestHead};
+use wedge_proto::h3::{Connection, ConnectionError, ErrorCode, Event};
+use wedge_proto::head::RequestHead;
 
 use super::H3Config;
 use super::own_stream::{ClosedCritical, OwnStream};

@@ -10,7 +10,7 @@ use std::task::{Context, Poll, ready};
 use bytes::{Buf, Bytes};
 use http::StatusCode;
 use quinn::{SendStream, WriteError};
-use wedge_proto::h3::{Connection, ErrorCode, frame};
+use wedge_proto::h3::{Connection, ErrorCode};
 
 use super::quic_code;
 use crate::net::handler::ResponseStream;
@@ -133,7 +133,7 @@ impl<B: ResponseStream> Outgoing<B> {
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => {
                         if !data.is_empty() {
-                            frame::encode_data_head(data.len() as u64, &mut self.staged);
+                            core.send_data_head(data.len(), &mut self.staged);
                             self.pending = data;
                         }
                     }

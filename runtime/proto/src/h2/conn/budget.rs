@@ -4,7 +4,7 @@
 //! well-behaved peer never runs out however long the connection lives, and no clock is
 //! needed: the core stays deterministic.
 
-pub use crate::budget::Budget;
+use crate::budget::Budget;
 
 /// The budgets of one connection.
 #[derive(Clone, Copy, Debug)]

@@ -22,21 +22,21 @@ mod tests;
 
 use core::ops::Range;
 
-pub use crate::head::{HeadPool, MAX_POOLED, MAX_POOLED_ARENA, MAX_POOLED_FIELDS, RequestHead};
-pub use budget::{Budget, Budgets};
 pub use config::ConnConfig;
-pub use flow::{Overflow, Window};
 
+use crate::budget::Budget;
 use crate::field_coding::FieldSink;
-use crate::h2::PREFACE;
 use crate::h2::error::{ErrorCode, H2Error};
 use crate::h2::frame::{
     self, DEFAULT_INITIAL_WINDOW_SIZE, DEFAULT_MAX_FRAME_SIZE, Frame, FrameHead,
-    MAX_MAX_FRAME_SIZE, MAX_WINDOW_SIZE, Setting, StreamId,
+    MAX_MAX_FRAME_SIZE, MAX_WINDOW_SIZE, Setting,
 };
 use crate::h2::hpack::{Decoder, Encoder, HpackError};
-
+use crate::h2::{PREFACE, StreamId};
 use crate::head::validate::{Discard, HeadSink, Rules, TrailerSink};
+use crate::head::{HeadPool, RequestHead};
+use budget::Budgets;
+use flow::Window;
 use stream::{ClosedRing, Stream, Streams};
 
 /// What the peer's octets meant to the application.

@@ -7,7 +7,7 @@
 //! bound. A closed or reset stream leaves the table. Closed streams are told apart from
 //! idle ones by their id, since ids only grow.
 
-use crate::h2::frame::StreamId;
+use crate::h2::StreamId;
 
 use super::flow::Window;
 

@@ -1,37 +1,7 @@
-//! The 9-octet header every frame starts with (RFC 9113 §4.1), and stream identifiers.
+//! The 9-octet header every frame starts with (RFC 9113 §4.1).
 
+use crate::h2::StreamId;
 use crate::h2::error::{ErrorCode, H2Error};
-
-/// A 31-bit stream identifier (RFC 9113 §5.1.1); the reserved bit is always masked off.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct StreamId(u32);
-
-impl StreamId {
-    /// Stream 0, which frames about the whole connection use.
-    pub const CONNECTION: StreamId = StreamId(0);
-    /// The largest identifier, 2^31-1.
-    pub const MAX: StreamId = StreamId(0x7fff_ffff);
-
-    /// The identifier in the low 31 bits of `raw`; the reserved bit is ignored, as §4.1 requires.
-    pub const fn new(raw: u32) -> Self {
-        StreamId(raw & 0x7fff_ffff)
-    }
-
-    /// The identifier as a number.
-    pub const fn get(self) -> u32 {
-        self.0
-    }
-
-    /// Whether this is stream 0.
-    pub const fn is_connection(self) -> bool {
-        self.0 == 0
-    }
-
-    /// Whether a client opened it: clients use odd identifiers (§5.1.1).
-    pub const fn is_client_initiated(self) -> bool {
-        self.0 & 1 == 1
-    }
-}
 
 /// A frame type (RFC 9113 §6); other values are extension frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -241,12 +211,5 @@ mod tests {
             head.check_len(16_384),
             Err(H2Error::Connection(ErrorCode::FrameSizeError))
         );
-    }
-
-    #[test]
-    fn client_streams_are_odd() {
-        assert!(StreamId::new(1).is_client_initiated());
-        assert!(!StreamId::new(2).is_client_initiated());
-        assert!(!StreamId::CONNECTION.is_client_initiated());
     }
 }

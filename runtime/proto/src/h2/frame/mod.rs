@@ -19,7 +19,7 @@ mod window_update;
 pub use continuation::Continuation;
 pub use data::{Data, encode_data_head, set_end_stream};
 pub use goaway::{GoAway, encode_goaway};
-pub use head::{FrameHead, FrameType, MAX_FRAME_LEN, StreamId};
+pub use head::{FrameHead, FrameType};
 pub use headers::{Headers, encode_headers};
 pub use ping::{Ping, encode_ping};
 pub use priority::{Priority, PrioritySpec};
@@ -31,6 +31,7 @@ pub use settings::{
 };
 pub use window_update::{WindowUpdate, encode_window_update};
 
+use crate::h2::StreamId;
 use crate::h2::error::{ErrorCode, H2Error};
 
 /// Frame flags (RFC 9113 §6); each is defined only for some frame types.
@@ -119,6 +120,7 @@ impl<'a> Frame<'a> {
 
     /// Decodes the first frame of `buf` with the octets it used, or `Ok(None)` until all of
     /// it has arrived. An oversized frame fails as soon as its header is in (§4.2).
+    #[cfg(any(test, feature = "internals"))]
     pub fn parse(buf: &'a [u8], max_frame_size: u32) -> Result<Option<(Self, usize)>, H2Error> {
         let Some(head) = FrameHead::decode(buf) else {
             return Ok(None);

@@ -54,11 +54,6 @@ impl Decoder {
         self.size_update_due = max_table_size < self.table.max_size();
     }
 
-    /// Changes the header list limit: the sum over fields of name + value + 32 (§6.5.2).
-    pub fn set_max_header_list_size(&mut self, max_header_list_size: usize) {
-        self.max_header_list_size = max_header_list_size;
-    }
-
     /// Decodes one complete field block (all of a HEADERS' and its CONTINUATIONs'
     /// fragments), handing each field to `sink` in order.
     ///

@@ -6,7 +6,7 @@
 //! appended to the caller's buffer for the stream it belongs to: our control stream's
 //! opening ([`Connection::open_control_stream`]) and GOAWAY ([`Connection::goaway`]),
 //! response heads and trailers ([`Connection::send_headers`]) and DATA heads
-//! ([`frame::encode_data_head`]). Nothing here reads a clock or a socket.
+//! ([`Connection::send_data_head`]). Nothing here reads a clock or a socket.
 //!
 //! The driver's side of the bargain:
 //! - Open a unidirectional stream first and write [`Connection::open_control_stream`]'s
@@ -35,8 +35,6 @@ mod tests;
 
 use core::ops::Range;
 
-pub use pool::{MAX_POOLED, MAX_POOLED_ARENA, MAX_POOLED_FIELDS, RequestHead};
-
 use crate::budget::Budget;
 use crate::h3::error::{ErrorCode, H3Error};
 use crate::h3::frame::{self, Setting};
@@ -44,7 +42,7 @@ use crate::h3::qpack::{self, DEFAULT_MAX_FIELD_SECTION_SIZE};
 use crate::h3::varint;
 
 use control::ControlStream;
-use pool::{Pools, RequestStream};
+use pool::{Pools, RequestHead, RequestStream};
 use uni::PendingUni;
 
 /// What a connection enforces and advertises.
@@ -378,6 +376,13 @@ impl Connection {
         self.section.clear();
         self.encoder.encode(fields, &mut self.section);
         frame::encode_headers(&self.section, out);
+    }
+
+    /// Appends the head of a DATA frame carrying `len` octets of response body to a
+    /// request stream's bytes; the octets follow it, written by the driver from where
+    /// they are.
+    pub fn send_data_head(&self, len: usize, out: &mut Vec<u8>) {
+        frame::encode_data_head(len as u64, out);
     }
 
     /// The largest field section the client accepts (RFC 9114 §4.2.2): a response head

@@ -5,8 +5,8 @@
 
 use crate::h3::frame::FrameReader;
 
-use crate::head::HeadPool;
-pub use crate::head::{MAX_POOLED, MAX_POOLED_ARENA, MAX_POOLED_FIELDS, RequestHead};
+pub(super) use crate::head::RequestHead;
+use crate::head::{HeadPool, MAX_POOLED, MAX_POOLED_ARENA};
 
 /// The receiving half of a request stream: where it is in the request (RFC 9114 §4.1)
 /// and its frame state.

@@ -4,8 +4,8 @@
 use super::*;
 use crate::h3::frame::{FrameHead, FrameType, encode_data_head, encode_headers};
 use crate::h3::qpack::Encoder;
-use crate::test_util::Rng;
-use crate::test_util::hex;
+use crate::head::MAX_POOLED_ARENA;
+use crate::test_util::{Rng, hex};
 
 const CONTROL_ID: u64 = 2;
 

@@ -126,6 +126,7 @@ pub enum Frame<'a> {
 impl<'a> Frame<'a> {
     /// Decodes one whole frame at the start of `buf` and the octets it took; `Ok(None)` if
     /// `buf` ends inside it.
+    #[cfg(any(test, feature = "internals"))]
     pub fn decode(buf: &'a [u8]) -> Result<Option<(Frame<'a>, usize)>, H3Error> {
         let Some((head, head_len)) = FrameHead::decode(buf) else {
             return Ok(None);

@@ -23,6 +23,7 @@ use core::fmt;
 
 pub use decoder::{DEFAULT_MAX_FIELD_SECTION_SIZE, Decoder, SectionStatus};
 pub use encoder::Encoder;
+#[cfg(feature = "internals")]
 pub use instruction::{DecoderInstruction, EncoderInstruction};
 
 use crate::field_coding::{CodingError, integer};

@@ -15,7 +15,7 @@ use bytes::{BufMut, Bytes};
 use h3::client::{RequestStream, SendRequest};
 use http::{Request, Response, StatusCode};
 use tokio::sync::watch;
-use wedge_proto::h3::RequestHead;
+use wedge_proto::head::RequestHead;
 
 use super::Driver;
 use crate::host::ResponseBody;
