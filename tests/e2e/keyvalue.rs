@@ -1,0 +1,605 @@
+//! State for handlers, end to end: `wasi:keyvalue` on the embedded backend and on a
+//! real `redis-server`, through the `counter` example and the `kv-probe` fixture
+//! (both versions wedge serves): counts that survive a restart and a `kill -9`, apps
+//! that never see each other's keys (on one file each, and on one Redis), every
+//! quota an error for the guest while wedge keeps serving, Redis down or frozen as a
+//! bounded error while other apps serve and wedge reconnecting, and two wedges
+//! sharing one Redis keeping an exact count.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use support::admin::{Admin, TOKEN};
+use support::redis::RedisServer;
+use support::{Server, curl, example, temp_dir, wedge};
+
+/// Status and body of a request: `method` to `path`, with `body` if any.
+fn call(server: &Server, method: &str, path: &str, body: Option<&str>) -> (String, String) {
+    let url = format!("{}{path}", server.url);
+    let mut args = vec!["--request", method, "--write-out", "\n%{http_code}", &url];
+    if let Some(body) = body {
+        args.extend(["--data-binary", body]);
+    }
+    let out = curl(&args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap();
+    (status.to_string(), body.to_string())
+}
+
+fn ok(body: &str) -> (String, String) {
+    ("200".to_string(), body.to_string())
+}
+
+fn refused(why: &str) -> impl Fn(&(String, String)) -> bool + '_ {
+    move |(status, body)| status == "409" && body.contains(why)
+}
+
+/// Writes a `wedge.toml` (cleartext listener on an ephemeral port, then `apps`, where
+/// `{probe}` names the kv-probe fixture) into a fresh directory.
+fn config(apps: &str) -> PathBuf {
+    let text = apps.replace("{probe}", &example("kv_probe").display().to_string());
+    let path = temp_dir("kv-config").join("wedge.toml");
+    std::fs::write(&path, format!("listen = \"127.0.0.1:0\"\n\n{text}")).unwrap();
+    path
+}
+
+#[test]
+fn the_counter_counts_and_keeps_its_counts_across_a_restart() {
+    let data = temp_dir("kv-counter");
+    let counter = example("counter");
+    let server = Server::start_in(&counter, &["--no-tls"], &data);
+    assert_eq!(call(&server, "GET", "/hits", None), ok("0\n"));
+    for n in 1..=3 {
+        assert_eq!(call(&server, "POST", "/hits", None), ok(&format!("{n}\n")));
+    }
+    assert_eq!(call(&server, "POST", "/misses?by=-2", None), ok("-2\n"));
+    assert_eq!(call(&server, "GET", "/", None), ok("hits=3\nmisses=-2\n"));
+    drop(server);
+    let server = Server::start_in(&counter, &["--no-tls"], &data);
+    assert_eq!(call(&server, "GET", "/hits", None), ok("3\n"));
+    assert!(data.join("kv/counter.redb").is_file());
+}
+
+/// Increments from several clients at once, the server killed with SIGKILL once 40
+/// were acknowledged: after a restart the count holds every acknowledged one (the
+/// largest count answered), and no more than the requests then in flight besides.
+#[test]
+fn acknowledged_increments_survive_kill_9() {
+    const CLIENTS: u64 = 4;
+    let data = temp_dir("kv-kill");
+    let counter = example("counter");
+    let server = Server::start_in(&counter, &["--no-tls"], &data);
+    let url = format!("{}/hits", server.url);
+    let acked = Arc::new(AtomicU64::new(0));
+    let largest = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let (url, acked, largest, stop) =
+                (url.clone(), acked.clone(), largest.clone(), stop.clone());
+            std::thread::spawn(move || {
+                // Bounded: 100 increments each at most.
+                for _ in 0..100 {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let out = curl(&["--fail", "--request", "POST", &url]);
+                    let Ok(n) = String::from_utf8_lossy(&out.stdout).trim().parse::<u64>() else {
+                        return; // the server is gone
+                    };
+                    largest.fetch_max(n, Ordering::SeqCst);
+                    acked.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    support::poll_until("40 acknowledged increments", || {
+        (acked.load(Ordering::SeqCst) >= 40).then_some(())
+    });
+    drop(server); // SIGKILL
+    stop.store(true, Ordering::SeqCst);
+    for client in clients {
+        client.join().unwrap();
+    }
+    let largest = largest.load(Ordering::SeqCst);
+    let server = Server::start_in(&counter, &["--no-tls"], &data);
+    let (status, body) = call(&server, "GET", "/hits", None);
+    let count: u64 = body.trim().parse().unwrap();
+    assert_eq!(status, "200");
+    assert!(
+        (largest..=largest + CLIENTS).contains(&count),
+        "count {count} after the kill; the largest acknowledged was {largest}"
+    );
+}
+
+/// `[app.keyvalue]` with `backend` and `more` keys.
+fn keyvalue(backend: &str, more: &str) -> String {
+    format!("[app.keyvalue]\nbackend = \"{backend}\"\n{more}\n")
+}
+
+#[test]
+fn two_apps_never_see_each_others_keys() {
+    apps_apart("embedded");
+}
+
+#[test]
+fn two_apps_on_one_redis_never_see_each_others_keys() {
+    let redis = RedisServer::start();
+    apps_apart(&redis.url());
+}
+
+fn apps_apart(backend: &str) {
+    let store = keyvalue(backend, "");
+    let path = config(&format!(
+        "[[app]]\nname = \"alpha\"\ncomponent = \"{{probe}}\"\nroutes = [\"/alpha\"]\n{store}\n\
+         [[app]]\nname = \"beta\"\ncomponent = \"{{probe}}\"\nroutes = [\"/beta\"]\n{store}"
+    ));
+    let server = Server::start_config(&path, &[]);
+    let put = call(&server, "PUT", "/alpha/v2/default/secret", Some("alpha's"));
+    assert_eq!(put.0, "204");
+    assert_eq!(
+        call(&server, "POST", "/alpha/v1/default/n/incr?by=5", None),
+        ok("5\n")
+    );
+    // The same bucket name and key in beta: nothing there, by either version.
+    assert_eq!(
+        call(&server, "GET", "/beta/v2/default/secret", None).0,
+        "404"
+    );
+    assert_eq!(
+        call(&server, "GET", "/beta/v1/default/secret", None).0,
+        "404"
+    );
+    assert_eq!(call(&server, "GET", "/beta/v2/default", None), ok(""));
+    assert_eq!(call(&server, "GET", "/beta/v1/default", None), ok(""));
+    assert_eq!(
+        call(&server, "POST", "/beta/v2/default/n/incr", None),
+        ok("1\n")
+    );
+    // Alpha's keys are alpha's.
+    assert_eq!(
+        call(&server, "GET", "/alpha/v2/default", None),
+        ok("n\nsecret\n")
+    );
+    assert_eq!(
+        call(&server, "GET", "/alpha/v2/default/secret", None),
+        ok("alpha's")
+    );
+    assert_eq!(call(&server, "GET", "/alpha/v2/default/n", None), ok("5"));
+}
+
+#[test]
+fn both_wasi_keyvalue_versions_read_and_write_one_store() {
+    versions_share(&[]);
+}
+
+#[test]
+fn both_wasi_keyvalue_versions_read_and_write_one_redis() {
+    let redis = RedisServer::start();
+    versions_share(&["--kv", &redis.url()]);
+}
+
+fn versions_share(args: &[&str]) {
+    let mut args = args.to_vec();
+    args.push("--no-tls");
+    let server = Server::start(&example("kv_probe"), &args);
+    assert_eq!(
+        call(&server, "PUT", "/v1/default/a", Some("from v1")).0,
+        "204"
+    );
+    assert_eq!(call(&server, "GET", "/v2/default/a", None), ok("from v1"));
+    assert_eq!(
+        call(&server, "PUT", "/v2/default/b", Some("from v2")).0,
+        "204"
+    );
+    assert_eq!(call(&server, "GET", "/v1/default/b", None), ok("from v2"));
+    assert_eq!(
+        call(&server, "POST", "/v1/default/n/incr?by=2", None),
+        ok("2\n")
+    );
+    assert_eq!(
+        call(&server, "POST", "/v2/default/n/incr?by=3", None),
+        ok("5\n")
+    );
+    assert_eq!(call(&server, "GET", "/v1/default", None), ok("a\nb\nn\n"));
+    assert_eq!(call(&server, "DELETE", "/v2/default/a", None).0, "204");
+    assert_eq!(call(&server, "GET", "/v1/default/a", None).0, "404");
+    // Compare-and-swap: only from the value there now.
+    let cas = |expect: &str, body| {
+        call(
+            &server,
+            "POST",
+            &format!("/v2/default/c/cas{expect}"),
+            Some(body),
+        )
+    };
+    assert_eq!(cas("", "one"), ok("swapped\n"));
+    assert_eq!(cas("", "two"), ok("unchanged\n"));
+    assert_eq!(cas("?expect=zero", "two"), ok("unchanged\n"));
+    assert_eq!(cas("?expect=one", "two"), ok("swapped\n"));
+    assert_eq!(call(&server, "GET", "/v2/default/c", None), ok("two"));
+}
+
+#[test]
+fn every_quota_is_an_error_for_the_guest_and_wedge_keeps_serving() {
+    quotas("embedded");
+}
+
+#[test]
+fn every_quota_on_redis_is_an_error_for_the_guest() {
+    let redis = RedisServer::start();
+    quotas(&redis.url());
+}
+
+fn quotas(backend: &str) {
+    let store = keyvalue(
+        backend,
+        "buckets = [\"default\", \"extra\"]\nmax_keys = 3\n\
+         max_key_size = \"8B\"\nmax_value_size = \"16B\"\nmax_bytes = \"40B\"",
+    );
+    let path = config(&format!(
+        "[[app]]\nname = \"small\"\ncomponent = \"{{probe}}\"\nroutes = [\"/\"]\n{store}"
+    ));
+    let server = Server::start_config(&path, &[]);
+    let put =
+        |key: &str, value: &str| call(&server, "PUT", &format!("/v2/default/{key}"), Some(value));
+    assert!(refused("no such bucket")(&call(
+        &server,
+        "GET",
+        "/v2/other/k",
+        None
+    )));
+    assert!(refused("no such store")(&call(
+        &server,
+        "GET",
+        "/v1/other/k",
+        None
+    )));
+    assert!(refused("(max_key_size)")(&put("123456789", "v")));
+    assert!(refused("(max_value_size)")(&put("k", "12345678901234567")));
+    assert_eq!(put("k1", "1234567890").0, "204"); // 12 bytes
+    assert_eq!(put("k2", "1234567890").0, "204"); // 24 bytes
+    // 24 + 2 + 16 = 42 bytes: past max_bytes, in another bucket too.
+    let extra = call(&server, "PUT", "/v2/extra/k3", Some("1234567890123456"));
+    assert!(refused("(max_bytes)")(&extra), "{extra:?}");
+    assert_eq!(put("k3", "1").0, "204"); // 27 bytes, 3 keys
+    assert!(refused("(max_keys)")(&put("k4", "1")));
+    assert!(refused("(max_keys)")(&call(
+        &server,
+        "POST",
+        "/v2/extra/n/incr",
+        None
+    )));
+    // A refused write changed nothing; replacing and deleting still work.
+    assert_eq!(
+        call(&server, "GET", "/v2/default", None),
+        ok("k1\nk2\nk3\n")
+    );
+    assert_eq!(put("k3", "2").0, "204");
+    assert_eq!(call(&server, "DELETE", "/v2/default/k1", None).0, "204");
+    assert_eq!(put("k4", "1").0, "204");
+    let log = server.log();
+    assert!(!log.contains("trap"), "no guest trapped:\n{log}");
+}
+
+#[test]
+fn an_app_without_a_store_is_refused_and_a_bad_backend_is_a_clear_error() {
+    let server = Server::start(&example("kv_probe"), &["--no-tls", "--kv", "none"]);
+    assert!(refused("no key-value store")(&call(
+        &server,
+        "GET",
+        "/v2/default/k",
+        None
+    )));
+    assert!(refused("access denied")(&call(
+        &server,
+        "GET",
+        "/v1/default/k",
+        None
+    )));
+    let out = wedge(
+        &["serve", "x.wasm", "--kv", "sqlite://x"],
+        &temp_dir("kv-bad"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`sqlite://x` is not a key-value backend"),
+        "{stderr}"
+    );
+    // `env:NAME` names a variable that must be set when the app loads.
+    let probe = example("kv_probe");
+    let serve = [
+        "serve",
+        probe.to_str().unwrap(),
+        "--no-tls",
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    let unset = [&serve[..], &["--kv", "env:WEDGE_TEST_KV_UNSET"]].concat();
+    let out = wedge(&unset, &temp_dir("kv-env"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let why =
+        "--kv: `env:WEDGE_TEST_KV_UNSET`: the environment variable WEDGE_TEST_KV_UNSET is not set";
+    assert!(stderr.contains(why), "{stderr}");
+}
+
+/// Redis gone: an operation fails with an error (after its `timeout` when Redis is
+/// frozen; at once when nothing listens), other routes and apps keep serving, one
+/// operation held by a frozen Redis makes the next past `max_in_flight` fail at once,
+/// and wedge reconnects by itself when Redis is back.
+#[test]
+fn redis_down_is_a_bounded_error_while_others_serve_and_wedge_reconnects() {
+    let mut redis = RedisServer::start();
+    let shared = keyvalue(&redis.url(), "timeout = \"1s\"");
+    let held = keyvalue(&redis.url(), "timeout = \"60s\"\nmax_in_flight = 1");
+    let path = config(&format!(
+        "[[app]]\nname = \"shared\"\ncomponent = \"{{probe}}\"\nroutes = [\"/shared\"]\n{shared}\n\
+         [[app]]\nname = \"held\"\ncomponent = \"{{probe}}\"\nroutes = [\"/held\"]\n{held}\n\
+         [[app]]\nname = \"local\"\ncomponent = \"{{probe}}\"\nroutes = [\"/local\"]\n"
+    ));
+    let server = Server::start_config(&path, &[]);
+    assert_eq!(
+        call(&server, "POST", "/shared/v2/default/n/incr", None),
+        ok("1\n")
+    );
+
+    // Frozen: the operation waits for its timeout, then fails.
+    redis.pause();
+    let frozen = call(&server, "POST", "/shared/v2/default/n/incr", None);
+    assert!(
+        refused("no answer within 1s (timeout)")(&frozen),
+        "{frozen:?}"
+    );
+    // One operation held by the frozen server; the next of that app fails at once.
+    let url = format!("{}/held/v2/default/first", server.url);
+    let waiting = std::thread::spawn(move || curl(&["--write-out", "\n%{http_code}", &url]));
+    server.wait_for_log("kv-probe: GET /held/v2/default/first");
+    support::poll_until("an operation refused past max_in_flight", || {
+        let second = call(&server, "GET", "/held/v2/default/k", None);
+        refused("in flight already (max_in_flight)")(&second).then_some(())
+    });
+    assert_eq!(
+        call(&server, "POST", "/local/v2/default/n/incr", None),
+        ok("1\n")
+    );
+    redis.resume();
+    let first = String::from_utf8_lossy(&waiting.join().unwrap().stdout).into_owned();
+    assert!(
+        first.ends_with("\n404"),
+        "the held operation ends once Redis answers: {first:?}"
+    );
+
+    // Gone: an error, logged naming the backend; other apps serve.
+    redis.stop();
+    let down = call(&server, "POST", "/shared/v2/default/n/incr", None);
+    assert!(refused("the key-value store failed")(&down), "{down:?}");
+    assert_eq!(
+        call(&server, "POST", "/local/v2/default/n/incr", None),
+        ok("2\n")
+    );
+    assert_eq!(call(&server, "GET", "/shared/v1/other", None).0, "409");
+    server.wait_for_log(&format!("app `shared`: key-value store ({})", redis.url()));
+
+    // Back (empty: no persistence): wedge reconnects on its own.
+    redis.restart();
+    support::poll_until("an increment once Redis is back", || {
+        let back = call(&server, "POST", "/shared/v2/default/n/incr", None);
+        (back == ok("1\n")).then_some(())
+    });
+}
+
+/// Two `wedge serve` processes sharing one Redis, a bounded concurrent load of
+/// increments spread over both, one of them replaced half-way as a load balancer
+/// does it (a new wedge takes its place in the rotation, the old one gets no new
+/// requests, and once those it had are answered it is sent SIGTERM): every
+/// increment sent is acknowledged, and the final count is exactly their number.
+#[test]
+fn two_wedges_on_one_redis_keep_an_exact_count_through_a_rolling_replace() {
+    const CLIENTS: usize = 4;
+    const EACH: usize = 50;
+    let redis = RedisServer::start();
+    let counter = example("counter");
+    let args = ["--no-tls", "--kv", &redis.url()];
+    let first = Server::start(&counter, &args);
+    let second = Server::start(&counter, &args);
+    // The rotation: each wedge's URL and its requests in flight, counted when one is
+    // picked (under the rotation's lock) until it is answered.
+    type Rotation = Vec<(String, Arc<AtomicU64>)>;
+    let member = |server: &Server| (server.url.clone(), Arc::new(AtomicU64::new(0)));
+    let rotation: Arc<Mutex<Rotation>> =
+        Arc::new(Mutex::new(vec![member(&first), member(&second)]));
+    let acked = Arc::new(AtomicU64::new(0));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let (rotation, acked) = (rotation.clone(), acked.clone());
+            std::thread::spawn(move || {
+                for n in 0..EACH {
+                    let (url, in_flight) = {
+                        let rotation = rotation.lock().unwrap();
+                        let (url, in_flight) = rotation[(client + n) % rotation.len()].clone();
+                        in_flight.fetch_add(1, Ordering::SeqCst);
+                        (url, in_flight)
+                    };
+                    let out = curl(&["--fail", "--request", "POST", &format!("{url}/total")]);
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    assert!(
+                        out.status.success(),
+                        "increment failed: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                    acked.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    support::poll_until("a quarter of the increments", || {
+        (acked.load(Ordering::SeqCst) >= (CLIENTS * EACH / 4) as u64).then_some(())
+    });
+    let third = Server::start(&counter, &args);
+    let (_, leaving) = std::mem::replace(&mut rotation.lock().unwrap()[0], member(&third));
+    // No new request reaches it; once those in flight are answered it drains and goes.
+    support::poll_until("the leaving wedge's requests answered", || {
+        (leaving.load(Ordering::SeqCst) == 0).then_some(())
+    });
+    support::sigterm(first.pid());
+    let (status, _) = first.wait_exit(std::time::Duration::from_secs(60));
+    assert!(status.success(), "{status}");
+    for client in clients {
+        client.join().unwrap();
+    }
+    let total = (CLIENTS * EACH).to_string();
+    assert_eq!(acked.load(Ordering::SeqCst), (CLIENTS * EACH) as u64);
+    assert_eq!(
+        call(&second, "GET", "/total", None),
+        ok(&format!("{total}\n"))
+    );
+    assert_eq!(
+        call(&third, "GET", "/total", None),
+        ok(&format!("{total}\n"))
+    );
+}
+
+/// Removing a deployed app keeps its keys for a later deploy of the same name;
+/// `wedge rm --purge` removes them. The metrics count operations by kind and outcome
+/// and the keys and bytes the app keeps.
+#[test]
+fn removing_an_app_keeps_its_keys_unless_purged_and_the_metrics_count_them() {
+    let admin = Admin::start("", &[], "info");
+    let token = temp_dir("kv-token").join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let probe = example("kv_probe");
+    let admin_args = [
+        "--admin",
+        &admin.admin_url,
+        "--token-file",
+        token.to_str().unwrap(),
+    ];
+    let run = |args: &[&str]| {
+        let out = wedge(&[args, &admin_args[..]].concat(), &admin.data_dir);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let deploy = || {
+        run(&[
+            "deploy",
+            "probe",
+            probe.to_str().unwrap(),
+            "--route",
+            "/probe",
+        ])
+    };
+    let server = &admin.server;
+    deploy();
+    assert_eq!(
+        call(server, "PUT", "/probe/v2/default/k", Some("kept")).0,
+        "204"
+    );
+    assert!(refused("(max_key_size)")(&call(
+        server,
+        "GET",
+        &format!("/probe/v2/default/{}", "k".repeat(1025)),
+        None
+    )));
+    let samples = admin.scrape();
+    let ops = |operation, outcome| {
+        let labels = [
+            ("app", "probe"),
+            ("operation", operation),
+            ("outcome", outcome),
+        ];
+        samples.get("wedge_kv_operations_total", &labels)
+    };
+    assert_eq!(
+        (ops("set", "ok"), ops("get", "refused"), ops("get", "ok")),
+        (1.0, 1.0, 0.0)
+    );
+    assert_eq!(samples.get("wedge_kv_keys", &[("app", "probe")]), 1.0);
+    assert_eq!(samples.get("wedge_kv_bytes", &[("app", "probe")]), 5.0);
+
+    assert_eq!(run(&["rm", "probe"]), "removed `probe`\n");
+    deploy();
+    assert_eq!(call(server, "GET", "/probe/v2/default/k", None), ok("kept"));
+    assert_eq!(
+        run(&["rm", "probe", "--purge"]),
+        "removed `probe` and its key-value data\n"
+    );
+    deploy();
+    assert_eq!(call(server, "GET", "/probe/v2/default/k", None).0, "404");
+}
+
+#[test]
+fn the_todo_api_keeps_its_todos_in_the_store() {
+    todo_api(&[]);
+}
+
+#[test]
+fn the_todo_api_keeps_its_todos_in_redis() {
+    let redis = RedisServer::start();
+    todo_api(&["--kv", &redis.url()]);
+}
+
+/// Creates, lists, replaces and deletes todos; each answer is the JSON the
+/// example documents.
+fn todo_api(args: &[&str]) {
+    let args = [args, &["--no-tls"]].concat();
+    let server = Server::start(&example("todo"), &args);
+    let post = |body| call(&server, "POST", "/todos", Some(body));
+    assert_eq!(
+        post(r#"{"title": " milk "}"#),
+        (
+            "201".into(),
+            r#"{"id":1,"title":"milk","done":false}"#.into()
+        )
+    );
+    assert_eq!(post(r#"{"title": "bread", "done": true}"#).0, "201");
+    assert_eq!(post(r#"{"title": ""}"#).0, "400");
+    assert_eq!(
+        call(
+            &server,
+            "PUT",
+            "/todos/1",
+            Some(r#"{"title": "oat milk", "done": true}"#)
+        ),
+        ok(r#"{"id":1,"title":"oat milk","done":true}"#)
+    );
+    assert_eq!(call(&server, "DELETE", "/todos/2", None).0, "204");
+    assert_eq!(call(&server, "GET", "/todos/2", None).0, "404");
+    assert_eq!(
+        call(&server, "GET", "/todos", None),
+        ok(r#"[{"id":1,"title":"oat milk","done":true}]"#)
+    );
+    assert_eq!(
+        post(r#"{"title": "eggs"}"#),
+        (
+            "201".into(),
+            r#"{"id":3,"title":"eggs","done":false}"#.into()
+        )
+    );
+}
+
+/// An embedded file that cannot be opened (here `<data-dir>/kv` is a file, not a
+/// directory) fails each operation with an error and a log line while wedge serves;
+/// once the fault is gone the next operation opens the file.
+#[test]
+fn an_embedded_fault_is_an_error_and_a_log_line_and_wedge_keeps_serving() {
+    let data = temp_dir("kv-fault");
+    std::fs::write(data.join("kv"), "not a directory").unwrap();
+    let server = Server::start_in(&example("counter"), &["--no-tls"], &data);
+    let (status, body) = call(&server, "POST", "/hits", None);
+    assert_eq!(status, "500");
+    assert!(
+        body.contains("the key-value store failed: cannot create"),
+        "{body}"
+    );
+    server.wait_for_log("app `counter`: key-value store (embedded): cannot create");
+    std::fs::remove_file(data.join("kv")).unwrap();
+    assert_eq!(call(&server, "POST", "/hits", None), ok("1\n"));
+}

@@ -1,0 +1,212 @@
+//! WASI 0.3 (p3) components end to end: `hello-p3`, `echo-p3` and `p3-probe` served
+//! by the real binary over HTTP/1.1 (curl), HTTP/2 (curl, and the `h2` crate) and
+//! HTTP/3 (the `h3` crate); several requests at once on one instance; a body left
+//! unread; a trap. Which instance served what is read from the admin API's
+//! `wedge_instances_created_total`, or from the probe's own per-instance count.
+
+use bytes::Bytes;
+use support::h3::exchange;
+use support::metered::{Metered, answer, app, h2c, park_at_barrier, send};
+use support::{Server, curl, example, pattern, sha256, streamed, temp_dir};
+
+/// hello-p3 on `/hello`, echo-p3 on `/echo`, p3-probe on `/probe`.
+fn three_apps() -> Metered {
+    Metered::start(&[
+        app("hello", "hello_p3", "/hello", ""),
+        app("echo", "echo_p3", "/echo", ""),
+        app("probe", "p3_probe", "/probe", ""),
+    ])
+}
+
+/// curl `url` with `args`: the body, asserting exit 0.
+fn fetch(args: &[&str], url: &str) -> Vec<u8> {
+    let out = curl(&[args, &["--fail", url]].concat());
+    assert!(
+        out.status.success(),
+        "curl {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// hello, a 10 MiB echo and the stream over one curl protocol choice.
+fn hello_echo_and_stream(base: &str, protocol: &[&str]) {
+    let hello = fetch(&[protocol, &["-i"]].concat(), &format!("{base}/hello"));
+    let hello = String::from_utf8(hello).unwrap();
+    assert!(
+        hello
+            .to_ascii_lowercase()
+            .contains("content-type: text/plain; charset=utf-8"),
+        "{hello}"
+    );
+    assert!(hello.ends_with("\r\n\r\nHello, world!\n"), "{hello}");
+
+    let sent = pattern(10 * 1024 * 1024, 11);
+    let file = temp_dir("p3-echo").join("body");
+    std::fs::write(&file, &sent).unwrap();
+    let upload = format!("@{}", file.display());
+    let echoed = fetch(
+        &[protocol, &["--data-binary", &upload]].concat(),
+        &format!("{base}/echo"),
+    );
+    assert_eq!(echoed.len(), sent.len());
+    assert_eq!(sha256(&echoed), sha256(&sent));
+
+    assert_eq!(fetch(protocol, &format!("{base}/probe/stream")), streamed());
+}
+
+#[test]
+fn p3_hello_echo_and_stream_over_http1() {
+    let wedge = three_apps();
+    hello_echo_and_stream(&wedge.server().url, &["--http1.1"]);
+}
+
+#[test]
+fn p3_hello_echo_and_stream_over_h2_and_h2c() {
+    let wedge = three_apps();
+    let tls = wedge.server().tls_url.clone().unwrap();
+    hello_echo_and_stream(&tls, &["--http2", "-k"]);
+    hello_echo_and_stream(&wedge.server().url, &["--http2-prior-knowledge"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p3_hello_echo_and_stream_over_h3() {
+    let wedge = tokio::task::spawn_blocking(three_apps).await.unwrap();
+    let mut requests = wedge.h3.connect().await;
+    let (status, body) = exchange(&mut requests, "GET", "/hello", None).await;
+    assert_eq!((status.as_u16(), &body[..]), (200, &b"Hello, world!\n"[..]));
+    let sent = pattern(10 * 1024 * 1024, 13);
+    let (status, echoed) = exchange(&mut requests, "POST", "/echo", Some(sent.clone())).await;
+    assert_eq!(status, 200);
+    assert_eq!(echoed.len(), sent.len());
+    assert_eq!(sha256(&echoed), sha256(&sent));
+    let (status, body) = exchange(&mut requests, "GET", "/probe/stream", None).await;
+    assert_eq!((status.as_u16(), body), (200, streamed()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_1_mib_p3_echo_flows_through_a_64_kib_h3_stream_window() {
+    let wedge =
+        tokio::task::spawn_blocking(|| Metered::start(&[app("echo", "echo_p3", "/echo", "")]))
+            .await
+            .unwrap();
+    // The guest's body is taken a chunk at a time, only as QUIC accepts the last.
+    let mut requests = wedge.h3.connect_with(Some(64 * 1024)).await;
+    let sent = pattern(1024 * 1024, 17);
+    let (status, echoed) = exchange(&mut requests, "POST", "/echo", Some(sent.clone())).await;
+    assert_eq!(status, 200);
+    assert_eq!(sha256(&echoed), sha256(&sent));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_handlers_waiting_on_each_other_complete_on_one_instance() {
+    let wedge =
+        tokio::task::spawn_blocking(|| Metered::start(&[app("probe", "p3_probe", "/probe", "")]))
+            .await
+            .unwrap();
+    let mut client = h2c(wedge.server()).await;
+    // Each waits until all 16 have arrived on its instance: had they been spread
+    // over instances, none would ever answer. Their bodies end once all are in.
+    let mut parked = park_at_barrier(&wedge, &mut client, 16, 16).await;
+    for (_, body) in &mut parked {
+        body.send_data(Bytes::new(), true).unwrap();
+    }
+    for (k, (response, _)) in parked.into_iter().enumerate() {
+        assert_eq!(
+            answer(response).await,
+            (200, format!("arrived {} of 16\n", k + 1))
+        );
+    }
+    assert_eq!(wedge.created("probe"), 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trap_fails_the_requests_on_its_instance_and_the_next_gets_a_fresh_one() {
+    let wedge =
+        tokio::task::spawn_blocking(|| Metered::start(&[app("probe", "p3_probe", "/probe", "")]))
+            .await
+            .unwrap();
+    let mut client = h2c(wedge.server()).await;
+    // Three requests parked on one instance (their barrier is never reached)...
+    let parked = park_at_barrier(&wedge, &mut client, 3, 99).await;
+    // ...then one that traps on the same instance.
+    let trap = send(&mut client, "/probe/trap");
+    assert_eq!(answer(trap).await.0, 500);
+    for (response, _) in parked {
+        assert_eq!(answer(response).await.0, 500);
+    }
+    // A fresh instance: it has seen one request.
+    let next = send(&mut client, "/probe/count");
+    assert_eq!(answer(next).await, (200, "served 1\n".to_string()));
+    assert_eq!(wedge.created("probe"), 2.0);
+    let samples = wedge.samples();
+    let traps = [("app", "probe"), ("kind", "trap")];
+    assert_eq!(samples.get("wedge_guest_faults_total", &traps), 4.0);
+    wedge
+        .server()
+        .wait_for_log("app `probe`: instance dropped (guest trapped");
+}
+
+#[test]
+fn p3_instances_take_instance_concurrency_requests_at_once() {
+    let wedge = Metered::start(&[app(
+        "probe",
+        "p3_probe",
+        "/probe",
+        "instance_concurrency = 2",
+    )]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut client = h2c(wedge.server()).await;
+        let _parked = park_at_barrier(&wedge, &mut client, 2, 99).await;
+        // The instance is full: the third request gets an instance of its own.
+        let third = send(&mut client, "/probe/count");
+        assert_eq!(answer(third).await, (200, "served 1\n".to_string()));
+    });
+    assert_eq!(wedge.created("probe"), 2.0);
+}
+
+#[test]
+fn instance_reuse_bounds_the_requests_of_one_p3_instance() {
+    let server = Server::start(&example("p3_probe"), &["--no-tls", "--instance-reuse", "2"]);
+    let counts: Vec<String> = (0..5)
+        .map(|_| String::from_utf8(fetch(&[], &format!("{}/count", server.url))).unwrap())
+        .collect();
+    // State carries over within an instance; every third request starts afresh.
+    assert_eq!(
+        counts,
+        [
+            "served 1\n",
+            "served 2\n",
+            "served 1\n",
+            "served 2\n",
+            "served 1\n"
+        ]
+    );
+}
+
+#[test]
+fn a_trap_after_the_head_cuts_the_body_off() {
+    let wedge = Metered::start(&[app("probe", "p3_probe", "/probe", "")]);
+    let url = format!("{}/probe/trap-mid-body", wedge.server().url);
+    for protocol in ["--http1.1", "--http2-prior-knowledge"] {
+        let out = curl(&[protocol, "-w", "\n%{http_code}", &url]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (body, status) = text.rsplit_once('\n').unwrap();
+        // The head may or may not reach the client before the body is cut off.
+        assert!(["200", "000"].contains(&status), "{protocol}: {status}");
+        assert!(
+            body.len() <= 3 * 4096 && body.bytes().all(|b| b == b'x'),
+            "{protocol}"
+        );
+        // curl exits 0 only for a body that ended cleanly (18: partial, 56: reset,
+        // 92: HTTP/2 stream error).
+        assert!(
+            !out.status.success(),
+            "{protocol}: a trapped instance's body must not end cleanly"
+        );
+    }
+    // Counted once per request, as a trap after the head on a fresh instance is.
+    let traps = [("app", "probe"), ("kind", "trap")];
+    assert_eq!(wedge.samples().get("wedge_guest_faults_total", &traps), 2.0);
+}
