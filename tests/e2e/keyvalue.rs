@@ -603,3 +603,101 @@ fn an_embedded_fault_is_an_error_and_a_log_line_and_wedge_keeps_serving() {
     std::fs::remove_file(data.join("kv")).unwrap();
     assert_eq!(call(&server, "POST", "/hits", None), ok("1\n"));
 }
+
+#[test]
+fn a_spin_sdk_handler_runs_unchanged_on_the_apps_store() {
+    spin_handler(&[], &temp_dir("kv-spin"));
+}
+
+#[test]
+fn a_spin_sdk_handler_runs_unchanged_on_redis() {
+    let redis = RedisServer::start();
+    spin_handler(&["--kv", &redis.url()], &temp_dir("kv-spin-redis"));
+}
+
+/// The `spin-kv` fixture, a Spin SDK 7 handler on Spin's own key-value API
+/// (`spin:key-value@3.0.0`: async functions, keys as a stream), served by wedge as
+/// it is: Spin's stores are the app's buckets, under the app's settings (a store not
+/// allowed is `no-such-store`, a value past `max_value_size` an `other` error); a
+/// listing longer than a page streams every key; and wasi:keyvalue (the kv-probe
+/// fixture served under the same app name afterwards) reads the same keys.
+fn spin_handler(backend: &[&str], data: &std::path::Path) {
+    let spin = example("spin_kv");
+    let args = [
+        backend,
+        &[
+            "--no-tls",
+            "--kv-bucket",
+            "default",
+            "--kv-bucket",
+            "carts",
+            "--kv-max-value-size",
+            "16B",
+        ],
+    ]
+    .concat();
+    let server = Server::start_in(&spin, &args, data);
+    assert_eq!(
+        call(&server, "PUT", "/default/greeting", Some("hello")),
+        ok("stored\n")
+    );
+    assert_eq!(
+        call(&server, "PUT", "/carts/alice", Some("2 apples")),
+        ok("stored\n")
+    );
+    assert_eq!(call(&server, "GET", "/default/greeting", None), ok("hello"));
+    assert_eq!(
+        call(&server, "GET", "/default/greeting?exists", None),
+        ok("true\n")
+    );
+    assert_eq!(
+        call(&server, "GET", "/default/nobody?exists", None),
+        ok("false\n")
+    );
+    assert_eq!(call(&server, "GET", "/default/nobody", None).0, "404");
+    assert_eq!(call(&server, "GET", "/carts", None), ok("alice\n"));
+    assert_eq!(
+        call(&server, "GET", "/other/k", None),
+        ("409".into(), "no-such-store\n".into())
+    );
+    let big = call(&server, "PUT", "/default/big", Some("12345678901234567"));
+    assert!(refused("other: the value is 17 bytes")(&big), "{big:?}");
+    assert!(big.1.contains("(max_value_size)"), "{big:?}");
+    assert_eq!(
+        call(&server, "DELETE", "/default/greeting", None),
+        ok("deleted\n")
+    );
+    assert_eq!(call(&server, "GET", "/default", None), ok(""));
+
+    // 1,001 keys (one curl, its URL globbing): more than one page of the listing.
+    let url = format!("{}/default/k[0000-1000]", server.url);
+    let out = curl(&[
+        "--fail",
+        "--silent",
+        "--request",
+        "PUT",
+        "--data-binary",
+        "v",
+        &url,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: String = (0..=1000).map(|n| format!("k{n:04}\n")).collect();
+    assert_eq!(call(&server, "GET", "/default", None), ok(&listed));
+    let log = server.log();
+    assert!(!log.contains("trap"), "no guest trapped:\n{log}");
+    drop(server);
+
+    // The same app's store through wasi:keyvalue: kv-probe under the Spin app's name.
+    let probe = temp_dir("kv-spin-probe").join("spin_kv.wasm");
+    std::fs::copy(example("kv_probe"), &probe).unwrap();
+    let server = Server::start_in(&probe, &args, data);
+    assert_eq!(
+        call(&server, "GET", "/v2/carts/alice", None),
+        ok("2 apples")
+    );
+    assert_eq!(call(&server, "GET", "/v1/default/k1000", None), ok("v"));
+}

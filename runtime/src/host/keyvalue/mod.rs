@@ -1,6 +1,7 @@
 //! State for handlers: `wasi:keyvalue`, per app. The bindings of each version a
 //! toolchain imports (`draft`: wasmtime's `wasi:keyvalue@0.2.0-draft`; `draft2`: the
-//! `@0.2.0-draft2` Spin's SDK and wasmCloud import) go through one [`AppStore`],
+//! `@0.2.0-draft2` Spin's SDK and wasmCloud import; `spin`: Spin's own
+//! `spin:key-value@3.0.0`, async, of Spin SDK 7) go through one [`AppStore`],
 //! which applies the app's settings (buckets, key and value sizes, operations in
 //! flight, a time bound per operation) and hands the rest to a [`Backend`]: a
 //! crash-safe file per app (`embedded`) or a Redis/Valkey server shared by apps and
@@ -13,6 +14,7 @@ mod draft;
 mod draft2;
 mod embedded;
 mod redis;
+mod spin;
 #[cfg(test)]
 mod tests;
 
@@ -492,8 +494,8 @@ impl KvView<'_> {
 /// store, and where to log a backend fault.
 pub(crate) struct KvView<'a> {
     pub table: &'a mut ResourceTable,
-    pub store: &'a AppStore,
-    pub log: &'a GuestOutput,
+    pub store: &'a Arc<AppStore>,
+    pub log: &'a Arc<GuestOutput>,
 }
 
 /// Links every `wasi:keyvalue` version wedge serves, each as `view` sees the store.
@@ -502,7 +504,8 @@ pub(crate) fn add_to_linker<T: Send + 'static>(
     view: fn(&mut T) -> KvView<'_>,
 ) -> wasmtime::Result<()> {
     draft::add_to_linker(linker, view)?;
-    draft2::add_to_linker(linker, view)
+    draft2::add_to_linker(linker, view)?;
+    spin::add_to_linker(linker, view)
 }
 
 /// The data the generated `add_to_linker`s hand their host functions.
