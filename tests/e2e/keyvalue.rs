@@ -7,6 +7,7 @@
 //! sharing one Redis keeping an exact count.
 
 use std::path::PathBuf;
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -700,4 +701,68 @@ fn spin_handler(backend: &[&str], data: &std::path::Path) {
         ok("2 apples")
     );
     assert_eq!(call(&server, "GET", "/v1/default/k1000", None), ok("v"));
+}
+
+/// The embedded store on a full disk: `<data-dir>/kv` is a 2 MiB tmpfs (mounted in a
+/// mount namespace of wedge's own, `unshare --map-root-user --mount`, so the test
+/// needs no root and leaves no mount behind), partly taken by a filler file. Writes
+/// past the space left fail with an error for the guest and one log line each;
+/// reads and other requests keep being answered; once the filler is removed, writes
+/// work again without a restart.
+#[test]
+fn a_full_disk_is_an_error_and_a_log_line_and_the_store_recovers_when_space_is_back() {
+    let data = temp_dir("kv-full");
+    let data_arg = data.to_str().unwrap();
+    let mount = "mkdir -p \"$0/kv\" && mount -t tmpfs -o size=2m tmpfs \"$0/kv\" \
+                 && head -c 1m /dev/zero > \"$0/kv/filler\" && exec \"$@\"";
+    let prefix = [
+        "unshare",
+        "--map-root-user",
+        "--mount",
+        "sh",
+        "-c",
+        mount,
+        data_arg,
+    ];
+    let server = Server::start_via(&prefix, &example("kv_probe"), &["--no-tls"], &data);
+    let value = "v".repeat(128 * 1024);
+    let file = temp_dir("kv-full-value").join("value");
+    std::fs::write(&file, &value).unwrap();
+    let body = format!("@{}", file.display()); // curl reads the body from the file
+    let put = |n: usize| call(&server, "PUT", &format!("/v2/default/k{n}"), Some(&body));
+    assert_eq!(put(0).0, "204");
+    // Bounded: 1 MiB of room holds fewer than 8 such values.
+    let full = (1..8)
+        .map(put)
+        .find(|answer| answer.0 != "204")
+        .expect("a write failed once the disk was full");
+    assert!(refused("the key-value store failed")(&full), "{full:?}");
+    server.wait_for_log("app `kv_probe`: key-value store (embedded):");
+    let logged = |log: &str| log.matches("key-value store (embedded):").count();
+    assert_eq!(logged(&server.log()), 1, "{}", server.log());
+    assert_eq!(call(&server, "GET", "/v2/default/k0", None), ok(&value));
+    assert_eq!(call(&server, "GET", "/v2/default/absent", None).0, "404");
+
+    let pid = server.pid().to_string();
+    let filler = data.join("kv/filler");
+    let freed = Command::new("nsenter")
+        .args([
+            "--target",
+            &pid,
+            "--user",
+            "--mount",
+            "--preserve-credentials",
+            "rm",
+        ])
+        .arg(&filler)
+        .output()
+        .expect("running nsenter (util-linux)");
+    assert!(
+        freed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&freed.stderr)
+    );
+    let again = put(100);
+    assert_eq!(again.0, "204", "{again:?}\n{}", server.log());
+    assert_eq!(call(&server, "GET", "/v2/default/k100", None), ok(&value));
 }

@@ -138,6 +138,18 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     dir
 }
 
+/// The wedge binary, run through `prefix` if any (`PROGRAM ARGS... wedge`).
+fn prefixed(prefix: &[&str]) -> Command {
+    match prefix.split_first() {
+        Some((program, rest)) => {
+            let mut command = Command::new(program);
+            command.args(rest).arg(wedge_bin());
+            command
+        }
+        None => Command::new(wedge_bin()),
+    }
+}
+
 /// A running `wedge serve`, killed on drop.
 pub struct Server {
     child: Child,
@@ -161,12 +173,18 @@ impl Server {
 
     /// Like `start`, with a given data directory (to test what persists).
     pub fn start_in(target: &Path, args: &[&str], data_dir: &Path) -> Server {
+        Self::start_via(&[], target, args, data_dir)
+    }
+
+    /// Like `start_in`, run through `prefix` (a command that runs the rest
+    /// elsewhere, e.g. `unshare ... --` into a mount namespace).
+    pub fn start_via(prefix: &[&str], target: &Path, args: &[&str], data_dir: &Path) -> Server {
         let tls_port: &[&str] = if args.contains(&"--no-tls") || args.contains(&"--tls-listen") {
             &[]
         } else {
             &["--tls-listen", "127.0.0.1:0"]
         };
-        let mut command = Command::new(wedge_bin());
+        let mut command = prefixed(prefix);
         command
             .arg("serve")
             .arg(target)
@@ -202,14 +220,7 @@ impl Server {
     /// Like `dev`, with a given data directory, run through `prefix` (a command that
     /// runs the rest elsewhere, e.g. `nsenter ... --` into a network namespace).
     pub fn dev_via(prefix: &[&str], dir: &Path, args: &[&str], data_dir: &Path) -> Server {
-        let mut command = match prefix.split_first() {
-            Some((program, rest)) => {
-                let mut command = Command::new(program);
-                command.args(rest).arg(wedge_bin());
-                command
-            }
-            None => Command::new(wedge_bin()),
-        };
+        let mut command = prefixed(prefix);
         command
             .arg("dev")
             .arg(dir)

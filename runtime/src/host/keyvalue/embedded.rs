@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 
 use async_trait::async_trait;
@@ -30,6 +31,9 @@ const MAX_BATCH: usize = 256;
 /// One app's file.
 pub(super) struct Embedded {
     db: Arc<Database>,
+    /// Set by the writer when a write failed in storage (a full disk, an I/O
+    /// error): redb then refuses every write until the file is opened again.
+    broken: Arc<AtomicBool>,
     writes: mpsc::Sender<Job>,
     writer: Option<std::thread::JoinHandle<()>>,
 }
@@ -100,13 +104,15 @@ impl Embedded {
                 .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
             let db = Arc::new(db);
             let (writes, jobs) = mpsc::channel();
-            let writer = db.clone();
+            let broken = Arc::new(AtomicBool::new(false));
+            let (writer, broke) = (db.clone(), broken.clone());
             let writer = std::thread::Builder::new()
                 .name("wedge-kv-writer".into())
-                .spawn(move || write_loop(&writer, jobs))
+                .spawn(move || write_loop(&writer, &broke, jobs))
                 .map_err(|err| format!("cannot start a writer thread: {err}"))?;
             Ok::<_, String>(Embedded {
                 db,
+                broken,
                 writes,
                 writer: Some(writer),
             })
@@ -263,6 +269,10 @@ impl Backend for Embedded {
         self.write(bucket, Write::Purge, unlimited).await.map(drop)
     }
 
+    fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::Relaxed)
+    }
+
     async fn totals(&self, _app: &str) -> Outcome<Option<(u64, u64)>> {
         let txn = self.db.begin_read().map_err(storage)?;
         let totals = match txn.open_table(TOTALS) {
@@ -280,12 +290,15 @@ impl Backend for Embedded {
 }
 
 /// The writer thread: every write queued when it is free goes into one transaction,
-/// committed before any of them is answered. Ends when the backend is dropped.
-fn write_loop(db: &Database, jobs: mpsc::Receiver<Job>) {
+/// committed before any of them is answered. Ends when the backend is dropped. A
+/// transaction that fails in storage marks the file `broken`.
+fn write_loop(db: &Database, broken: &AtomicBool, jobs: mpsc::Receiver<Job>) {
     let mut next = None;
     while let Some(first) = next.take().or_else(|| jobs.recv().ok()) {
         if let Write::Purge = first.write {
-            let _ = first.done.send(purge(db).map(|()| Done::Nothing));
+            let _ = first
+                .done
+                .send(noted(broken, purge(db)).map(|()| Done::Nothing));
             continue;
         }
         let mut batch = vec![first];
@@ -298,7 +311,7 @@ fn write_loop(db: &Database, jobs: mpsc::Receiver<Job>) {
             }
             batch.push(job);
         }
-        match commit(db, &batch) {
+        match noted(broken, commit(db, &batch)) {
             Ok(outcomes) => {
                 for (job, outcome) in batch.into_iter().zip(outcomes) {
                     let _ = job.done.send(outcome);
@@ -311,6 +324,14 @@ fn write_loop(db: &Database, jobs: mpsc::Receiver<Job>) {
             }
         }
     }
+}
+
+/// `outcome`, having marked the file `broken` if it is a storage failure.
+fn noted<T>(broken: &AtomicBool, outcome: Outcome<T>) -> Outcome<T> {
+    if let Err(Failure::Backend(_)) = &outcome {
+        broken.store(true, Ordering::Relaxed);
+    }
+    outcome
 }
 
 /// Drops every table of the file (its buckets and its totals) in one transaction.

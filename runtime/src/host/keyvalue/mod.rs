@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
+use tokio::sync::{Semaphore, SemaphorePermit};
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
 pub use wedge_config::keyvalue::{Backend as BackendChoice, KeyValue};
@@ -67,14 +67,19 @@ pub struct KeyValueHost {
 }
 
 /// A backend, opened on first use: an app that never opens a bucket makes no file
-/// and no connection. A failed opening is tried again by the next operation.
+/// and no connection. A failed opening is tried again by the next operation, and so
+/// is one of a backend broken since (an embedded file after a failed write): it is
+/// let go and opened anew.
 struct Shared {
     choice: BackendChoice,
     /// The embedded file, for `BackendChoice::Embedded`.
     path: PathBuf,
     /// How long a Redis connection waits for an answer.
     timeout: std::time::Duration,
-    backend: OnceCell<Arc<dyn Backend>>,
+    /// The backend while it works.
+    current: Mutex<Option<Arc<dyn Backend>>>,
+    /// Held while opening, so that one operation opens and the others wait for it.
+    opening: tokio::sync::Mutex<()>,
 }
 
 impl KeyValueHost {
@@ -160,7 +165,8 @@ impl KeyValueHost {
             choice: settings.backend.clone(),
             path: self.dir.join(format!("{app}.redb")),
             timeout: settings.timeout,
-            backend: OnceCell::new(),
+            current: Mutex::default(),
+            opening: tokio::sync::Mutex::default(),
         });
         opened.insert(id, Arc::downgrade(&shared));
         shared
@@ -168,20 +174,33 @@ impl KeyValueHost {
 }
 
 impl Shared {
-    async fn backend(&self) -> Result<&Arc<dyn Backend>, Failure> {
-        self.backend
-            .get_or_try_init(|| async {
-                match &self.choice {
-                    BackendChoice::Embedded => embedded::Embedded::open(self.path.clone()).await,
-                    BackendChoice::Redis(url) => {
-                        self::redis::Redis::open(url.as_str(), self.timeout).await
-                    }
-                    BackendChoice::None | BackendChoice::Env(_) => {
-                        Err(Failure::Backend("the app has no store".into()))
-                    }
-                }
-            })
-            .await
+    async fn backend(&self) -> Result<Arc<dyn Backend>, Failure> {
+        if let Some(backend) = self.working() {
+            return Ok(backend);
+        }
+        let _opening = self.opening.lock().await;
+        if let Some(backend) = self.working() {
+            return Ok(backend);
+        }
+        let backend = match &self.choice {
+            BackendChoice::Embedded => embedded::Embedded::open(self.path.clone()).await,
+            BackendChoice::Redis(url) => self::redis::Redis::open(url.as_str(), self.timeout).await,
+            BackendChoice::None | BackendChoice::Env(_) => {
+                Err(Failure::Backend("the app has no store".into()))
+            }
+        }?;
+        *crate::sync::lock(&self.current) = Some(backend.clone());
+        Ok(backend)
+    }
+
+    /// The backend, unless none is open or it broke (then it is let go: closed once
+    /// the operations still holding it are done).
+    fn working(&self) -> Option<Arc<dyn Backend>> {
+        let mut current = crate::sync::lock(&self.current);
+        if current.as_ref().is_some_and(|backend| backend.is_broken()) {
+            *current = None;
+        }
+        current.clone()
     }
 }
 
@@ -220,7 +239,8 @@ impl AppStore {
                 choice: settings.backend.clone(),
                 path: PathBuf::new(),
                 timeout: settings.timeout,
-                backend: OnceCell::new_with(Some(backend)),
+                current: Mutex::new(Some(backend)),
+                opening: tokio::sync::Mutex::default(),
             })),
             settings,
             metrics: AppMetrics::detached(),
@@ -333,7 +353,7 @@ impl AppStore {
     {
         let timeout = self.settings.timeout;
         let attempt = async {
-            let backend = shared.backend().await?.clone();
+            let backend = shared.backend().await?;
             let done = op(backend.clone()).await?;
             if is_write(operation)
                 && let Some((keys, bytes)) = backend.totals(&self.app).await?
