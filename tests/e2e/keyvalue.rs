@@ -766,3 +766,23 @@ fn a_full_disk_is_an_error_and_a_log_line_and_the_store_recovers_when_space_is_b
     assert_eq!(again.0, "204", "{again:?}\n{}", server.log());
     assert_eq!(call(&server, "GET", "/v2/default/k100", None), ok(&value));
 }
+
+/// `rediss://`: wedge speaks TLS to Redis and checks its certificate against the
+/// well-known roots (webpki-roots): a server whose certificate is self-signed is
+/// refused, an error for the guest that names the certificate and a log line,
+/// while the app's other work goes on.
+#[test]
+fn rediss_checks_the_servers_certificate() {
+    let redis = RedisServer::start_tls();
+    let server = Server::start(
+        &example("kv_probe"),
+        &["--no-tls", "--kv", &redis.tls_url()],
+    );
+    let refused_tls = call(&server, "POST", "/v2/default/n/incr", None);
+    assert!(
+        refused("the key-value store failed")(&refused_tls),
+        "{refused_tls:?}"
+    );
+    assert!(refused_tls.1.contains("certificate"), "{refused_tls:?}");
+    server.wait_for_log(&format!("key-value store ({}):", redis.tls_url()));
+}

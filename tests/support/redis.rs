@@ -13,11 +13,23 @@ pub struct RedisServer {
     child: Option<Child>,
     pub port: u16,
     dir: PathBuf,
+    /// TLS only (`--tls-port`), with a self-signed certificate for 127.0.0.1.
+    tls: bool,
 }
 
 impl RedisServer {
     /// Starts one on a free loopback port.
     pub fn start() -> RedisServer {
+        Self::start_with(false)
+    }
+
+    /// Starts one that speaks TLS only, with a self-signed certificate for
+    /// 127.0.0.1 (rcgen) that no well-known root vouches for.
+    pub fn start_tls() -> RedisServer {
+        Self::start_with(true)
+    }
+
+    fn start_with(tls: bool) -> RedisServer {
         // A port the kernel had free a moment ago; redis-server cannot take port 0.
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -28,7 +40,13 @@ impl RedisServer {
             child: None,
             port,
             dir: super::temp_dir("redis"),
+            tls,
         };
+        if tls {
+            let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+            std::fs::write(server.dir.join("cert.pem"), cert.cert.pem()).unwrap();
+            std::fs::write(server.dir.join("key.pem"), cert.signing_key.serialize_pem()).unwrap();
+        }
         server.run();
         server
     }
@@ -38,9 +56,33 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// `rediss://127.0.0.1:PORT`, for a server started with `start_tls`.
+    pub fn tls_url(&self) -> String {
+        format!("rediss://127.0.0.1:{}", self.port)
+    }
+
     fn run(&mut self) {
+        let port = self.port.to_string();
+        let ports = if self.tls {
+            let file = |name: &str| self.dir.join(name).display().to_string();
+            vec![
+                "--port".to_string(),
+                "0".to_string(),
+                "--tls-port".to_string(),
+                port,
+                "--tls-cert-file".to_string(),
+                file("cert.pem"),
+                "--tls-key-file".to_string(),
+                file("key.pem"),
+                "--tls-auth-clients".to_string(),
+                "no".to_string(),
+            ]
+        } else {
+            vec!["--port".to_string(), port]
+        };
         let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(ports)
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
@@ -50,6 +92,12 @@ impl RedisServer {
             .spawn()
             .expect("starting redis-server (install it: apt-get install redis-server)");
         self.child = Some(child);
+        if self.tls {
+            super::poll_until("redis-server listening", || {
+                TcpStream::connect(("127.0.0.1", self.port)).ok().map(drop)
+            });
+            return;
+        }
         super::poll_until("redis-server answering PING", || self.ping().then_some(()));
     }
 
