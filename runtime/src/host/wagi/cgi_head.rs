@@ -66,6 +66,7 @@ pub(crate) fn parse(text: &[u8]) -> Result<CgiHead, MalformedCgi> {
                 String::from_utf8_lossy(&line[..line.len().min(80)]).escape_debug()
             ))
         };
+        let too_many = || bad("more fields than a response can hold");
         let colon = line
             .iter()
             .position(|&b| b == b':')
@@ -79,9 +80,11 @@ pub(crate) fn parse(text: &[u8]) -> Result<CgiHead, MalformedCgi> {
         } else if name == header::CONTENT_LENGTH {
             let length = value.to_str().ok().and_then(|v| v.parse().ok());
             content_length = Some(length.ok_or_else(|| bad("not a length"))?);
-            headers.insert(name, value);
+            // `insert` and `append` panic past `HeaderMap`'s capacity, which a long
+            // enough `max_cgi_head` lets a program reach.
+            headers.try_insert(name, value).map_err(|_| too_many())?;
         } else if !is_framing(&name) {
-            headers.append(name, value);
+            headers.try_append(name, value).map_err(|_| too_many())?;
         }
     }
     let status = match status {
@@ -101,13 +104,17 @@ pub(crate) fn parse(text: &[u8]) -> Result<CgiHead, MalformedCgi> {
     })
 }
 
-/// `404`, `404 Not Found`: the code, three digits.
+/// `404`, `404 Not Found`: the code, three digits, of a final response: a `1xx` is
+/// an interim one (`101` would switch an HTTP/1.1 connection's protocol; HTTP/2 and
+/// HTTP/3 clients reset the stream).
 fn parse_status(value: &HeaderValue) -> Option<StatusCode> {
     let code = value.as_bytes().split(|&b| b == b' ').next()?;
     if code.len() != 3 {
         return None;
     }
-    StatusCode::from_bytes(code).ok()
+    StatusCode::from_bytes(code)
+        .ok()
+        .filter(|status| !status.is_informational())
 }
 
 /// Fields about the connection and the message's framing, which wedge writes for
@@ -185,6 +192,8 @@ mod tests {
             why(b"Status: OK\n")
         );
         assert!(why(b"Status: 2000\n").contains("not a status"));
+        assert!(why(b"Status: 101 Switching Protocols\n").contains("not a status"));
+        assert!(why(b"Status: 100\n").contains("not a status"));
         assert!(why(b"Bad Name: x\n").contains("not a field name"));
         assert!(why(b"X-A: a\x01b\n").contains("not a field value"));
         assert!(why(b"Content-Length: ten\n").contains("not a length"));
@@ -193,5 +202,17 @@ mod tests {
             "CGI response head has none of `Content-Type`, `Location` and `Status`"
         );
         assert!(why(b"").contains("none of"));
+    }
+
+    #[test]
+    fn more_fields_than_a_header_map_holds_are_malformed_not_a_panic() {
+        // 30000 names, more than `HeaderMap` can index (about 24576).
+        let head: String = (0..30_000).map(|i| format!("x{i}: v\n")).collect();
+        assert!(
+            parse(head.as_bytes())
+                .unwrap_err()
+                .0
+                .contains("more fields than a response can hold")
+        );
     }
 }

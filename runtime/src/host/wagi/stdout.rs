@@ -45,10 +45,11 @@ struct Output {
     head: Option<Vec<u8>>,
     /// Where the head is sent once parsed.
     head_tx: Option<oneshot::Sender<CgiHead>>,
-    /// A `HEAD` request's: its `Content-Length` describes a body it does not send, and
-    /// a body it writes anyway is dropped (as CGI servers do), not queued for a client
-    /// that takes none.
-    head_request: bool,
+    /// A `HEAD` request's, or a `204`/`304` response's: its `Content-Length` describes
+    /// a body it does not send, and a body it writes anyway is dropped (as CGI servers
+    /// do), not queued for a client that takes none (HTTP/2 and HTTP/3 clients reset
+    /// a stream whose `204` has a body).
+    bodiless: bool,
     bounds: OutputBounds,
     /// The body's length as the head declared it (not for a `HEAD` request).
     content_length: Option<u64>,
@@ -72,7 +73,7 @@ impl CgiStdout {
         let output = Arc::new(Mutex::new(Output {
             head: Some(Vec::new()),
             head_tx: Some(head_tx),
-            head_request,
+            bodiless: head_request,
             bounds,
             content_length: None,
             written: 0,
@@ -154,7 +155,8 @@ impl Output {
                     Some(end) => {
                         let head = self.head.take().unwrap_or_default();
                         let parsed = cgi_head::parse(&head[..end]).map_err(trap)?;
-                        if !self.head_request {
+                        self.bodiless |= matches!(parsed.status.as_u16(), 204 | 304);
+                        if !self.bodiless {
                             self.content_length = parsed.content_length;
                         }
                         if let Some(head_tx) = self.head_tx.take() {
@@ -166,7 +168,7 @@ impl Output {
                 }
             }
         };
-        if body.is_empty() || self.head_request {
+        if body.is_empty() || self.bodiless {
             return Ok(());
         }
         self.written = self.written.saturating_add(body.len() as u64);
@@ -441,5 +443,18 @@ mod tests {
         );
         stdout.end().unwrap();
         assert_eq!(poll_body(&mut response.body), Poll::Ready(None));
+
+        for status in ["204", "304"] {
+            let (mut stdout, mut response) = CgiStdout::new(false, BOUNDS);
+            stdout
+                .write(Bytes::from(format!("Status: {status}\n\nabc")))
+                .unwrap();
+            stdout.end().unwrap();
+            assert_eq!(
+                poll_body(&mut response.body),
+                Poll::Ready(None),
+                "no body for {status}"
+            );
+        }
     }
 }
