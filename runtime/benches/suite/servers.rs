@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::REUSE;
 use crate::load::Proto;
+use crate::{P3_CONCURRENCY, REUSE};
 
 pub enum Kind {
     /// `suite serve ENGINE`.
@@ -25,7 +25,8 @@ pub enum Kind {
         /// `--wagi`: COMPONENT is a WAGI program (a `wasm32-wasip1` module).
         wagi: bool,
     },
-    /// `wasmtime serve examples/COMPONENT.wasm` (HTTP/1.1 only).
+    /// `wasmtime serve examples/COMPONENT.wasm` (HTTP/1.1 only; `-Sp3` for a WASI 0.3
+    /// component).
     Wasmtime {
         component: &'static str,
         reuse: bool,
@@ -101,6 +102,9 @@ impl Running {
                 if wagi {
                     args.push("--wagi".into());
                 }
+                if is_p3(c) {
+                    args.extend(["--instance-concurrency".into(), P3_CONCURRENCY.to_string()]);
+                }
                 command
                     .arg(&paths.wedge)
                     .args(&args)
@@ -135,6 +139,13 @@ impl Running {
                     "--addr".into(),
                     format!("127.0.0.1:{plain}"),
                 ];
+                if is_p3(c) {
+                    args.extend([
+                        "-Sp3".into(),
+                        "--max-instance-concurrent-reuse-count".into(),
+                        P3_CONCURRENCY.to_string(),
+                    ]);
+                }
                 if reuse {
                     args.extend(["--max-instance-reuse-count".into(), REUSE.to_string()]);
                 }
@@ -265,18 +276,10 @@ fn free_port() -> Result<u16> {
     bail!("no free loopback port for TCP and UDP")
 }
 
-/// The wasmtime version wedge builds on, from the workspace manifest.
-pub fn wasmtime_version(repo: &Path) -> Result<String> {
-    let manifest = std::fs::read_to_string(repo.join("Cargo.toml"))?;
-    let line = manifest
-        .lines()
-        .find(|l| l.starts_with("wasmtime = "))
-        .context("the workspace manifest names no wasmtime")?;
-    let version = line
-        .split('"')
-        .nth(1)
-        .context("wasmtime's version in Cargo.toml")?;
-    Ok(version.trim_start_matches('=').to_string())
+/// Whether the example component is a WASI 0.3 one (`examples/*-p3`): both hosts
+/// reuse its instances, several requests at once.
+fn is_p3(component: &str) -> bool {
+    component.ends_with("_p3")
 }
 
 /// Whether `wedge serve --help` lists `flag`.
