@@ -84,6 +84,8 @@ fn check(
         ..PoolConfig::default()
     })?;
     let app = App::load(&engine, cache, name, wasm, executor, Limits::default())?;
+    // The engine App::load chose for it (see `host::app::Load::prepare`).
+    let engine = app.pre.engine();
     let ty = app.component().component_type();
     let names = |items: &mut dyn Iterator<Item = String>| {
         let mut names: Vec<String> = items.collect();
@@ -91,7 +93,7 @@ fn check(
         names
     };
     Ok(ComponentInfo {
-        exports: names(&mut ty.exports(&engine).map(|(name, _)| name.to_string())),
-        imports: names(&mut ty.imports(&engine).map(|(name, _)| name.to_string())),
+        exports: names(&mut ty.exports(engine).map(|(name, _)| name.to_string())),
+        imports: names(&mut ty.imports(engine).map(|(name, _)| name.to_string())),
     })
 }

@@ -152,20 +152,14 @@ impl App {
             None => &[wasm],
             Some(adapter) => &[adapter.identity(), wasm],
         };
-        let cached = cache.load(engine, source);
-        let from_cache = cached.is_some();
-        let component = match (cached, adapter) {
-            (Some(component), _) => component,
-            (None, None) => Component::new(engine, wasm)?,
-            (None, Some(adapter)) => Component::new(engine, module_to_component(wasm, adapter)?)?,
+        let load = Load {
+            cache,
+            wasm,
+            source,
+            adapter,
+            executor,
         };
-        let pre = match executor {
-            Executor::WasiHttp => {
-                let world = check_exports(engine, &component)?;
-                Pre::Http(pre_instantiate(engine, &component, world)?)
-            }
-            Executor::Wagi => Pre::Wagi(pre_instantiate_command(engine, &component)?),
-        };
+        let (component, pre, engine, from_cache) = load.prepare(engine, &limits)?;
         let elapsed = started.elapsed().as_millis();
         let made = adapter.map_or(String::new(), |adapter| {
             format!(
@@ -271,6 +265,68 @@ fn module_to_component(module: &[u8], adapter: Adapter) -> Result<Vec<u8>> {
     componentize::componentize(module, adapter)
 }
 
+/// What [`App::load`] compiles and pre-instantiates.
+struct Load<'a> {
+    cache: &'a ArtifactCache,
+    wasm: &'a [u8],
+    /// What the cache is keyed by.
+    source: &'a [&'a [u8]],
+    adapter: Option<Adapter>,
+    executor: Executor,
+}
+
+impl Load<'_> {
+    /// The component compiled (or loaded from the cache) and pre-instantiated on the
+    /// engine that will serve it: a WASI 0.2 wasi:http component served one fresh
+    /// instance per request runs on the engine without component-model concurrency
+    /// (`engine::without_concurrency`), linked with WASI 0.2 only; WASI 0.3
+    /// components (which that engine refuses: their exports are async), components
+    /// that import WASI 0.3, apps that reuse instances and WAGI programs run on
+    /// `engine`. The flag: loaded from the cache.
+    fn prepare<'e>(
+        &self,
+        engine: &'e Engine,
+        limits: &Limits,
+    ) -> Result<(Component, Pre, &'e Engine, bool)> {
+        let without = super::engine::without_concurrency(engine).filter(|_| {
+            self.executor == Executor::WasiHttp && !super::reuse::reuses_p2_instances(limits)
+        });
+        if let Some(prepared) = without.and_then(|without| self.prepare_on(without, false).ok()) {
+            tracing::debug!("a WASI 0.2 app on the engine without component-model concurrency");
+            return Ok(prepared);
+        }
+        self.prepare_on(engine, true)
+    }
+
+    /// On `engine`; `p3`: it has component-model concurrency, so WASI 0.3 is linked.
+    fn prepare_on<'e>(
+        &self,
+        engine: &'e Engine,
+        p3: bool,
+    ) -> Result<(Component, Pre, &'e Engine, bool)> {
+        let cached = self.cache.load(engine, self.source);
+        let from_cache = cached.is_some();
+        let component = match (cached, self.adapter) {
+            (Some(component), _) => component,
+            (None, None) => Component::new(engine, self.wasm)?,
+            (None, Some(adapter)) => {
+                Component::new(engine, module_to_component(self.wasm, adapter)?)?
+            }
+        };
+        let pre = match self.executor {
+            Executor::WasiHttp => {
+                let world = check_exports(engine, &component)?;
+                if world == World::P3 && !p3 {
+                    bail!("a WASI 0.3 component needs component-model concurrency");
+                }
+                Pre::Http(pre_instantiate(engine, &component, world, p3)?)
+            }
+            Executor::Wagi => Pre::Wagi(pre_instantiate_command(engine, &component)?),
+        };
+        Ok((component, pre, engine, from_cache))
+    }
+}
+
 /// Which wasi:http world a component serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum World {
@@ -303,16 +359,20 @@ fn check_exports(engine: &Engine, component: &Component) -> Result<World> {
     )
 }
 
-/// Links all of WASI 0.2 and 0.3 with nothing granted plus wasi:http (both),
-/// wasi:config and wasi:keyvalue (each version wedge serves), and resolves the
-/// component's imports once so each instance only instantiates. Both versions are linked whatever the world: a p3 component built
-/// for `wasm32-wasip2` still imports WASI 0.2 through the Rust standard library.
-fn link(engine: &Engine, component: &Component) -> Result<InstancePre<GuestState>> {
+/// Links all of WASI 0.2 and (`p3`: on an engine with component-model concurrency)
+/// 0.3 with nothing granted plus wasi:http (both), wasi:config and wasi:keyvalue
+/// (each version wedge serves), and resolves the component's imports once so each
+/// instance only instantiates. Both versions are linked whatever the world: a p3
+/// component built for `wasm32-wasip2` still imports WASI 0.2 through the Rust
+/// standard library.
+fn link(engine: &Engine, component: &Component, p3: bool) -> Result<InstancePre<GuestState>> {
     let mut linker = Linker::<GuestState>::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    wasmtime_wasi::p3::add_to_linker(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-    wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
+    if p3 {
+        wasmtime_wasi::p3::add_to_linker(&mut linker)?;
+        wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
+    }
     wasmtime_wasi_config::add_to_linker(&mut linker, GuestState::config)?;
     super::keyvalue::add_to_linker(&mut linker, GuestState::keyvalue)?;
     linker
@@ -325,8 +385,9 @@ fn pre_instantiate(
     engine: &Engine,
     component: &Component,
     world: World,
+    p3: bool,
 ) -> Result<ProxyPre<GuestState>> {
-    let pre = link(engine, component)?;
+    let pre = link(engine, component, p3)?;
     let pre = match world {
         World::P2 => wasmtime_wasi_http::p2::bindings::ProxyPre::new(pre).map(ProxyPre::P2),
         World::P3 => ServicePre::new(pre).map(ProxyPre::P3),
@@ -358,7 +419,7 @@ fn pre_instantiate_command(
             }
         );
     }
-    CommandPre::new(link(engine, component)?)
+    CommandPre::new(link(engine, component, true)?)
         .map_err(anyhow::Error::from)
         .context("the component's wasi:cli/run export does not match what wedge expects")
 }

@@ -1,5 +1,13 @@
-//! The process-wide wasmtime engine: pooling allocator, copy-on-write memory
+//! The process-wide wasmtime engines: pooling allocator, copy-on-write memory
 //! images and epoch interruption driven by one ticker thread.
+//!
+//! Two engines, alike but for wasmtime's component-model concurrency: WASI 0.3
+//! components and reused instances (which wasmtime-wasi-http's `ProxyHandler` runs
+//! inside `Store::run_concurrent`) need it; a WASI 0.2 component called once per
+//! fresh instance does not, and with it on wasmtime 48 pays for it at every host call
+//! (`call_sync_lower`: `host_task_create` pushes a `HostTask` into the store's
+//! concurrent state and makes it the current thread, `host_task_delete` undoes both;
+//! borrows are scoped by task through `current_scope_id`).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -33,8 +41,9 @@ impl Default for PoolConfig {
     }
 }
 
-fn base_config() -> Config {
+fn base_config(concurrency: bool) -> Config {
     let mut config = Config::new();
+    config.concurrency_support(concurrency);
     config.epoch_interruption(true);
     config.memory_init_cow(true);
     config.wasm_component_model(true);
@@ -50,9 +59,30 @@ pub fn pool_max_memory() -> Option<u64> {
     POOL_MAX_MEMORY.get().copied()
 }
 
-/// Builds the engine, falling back to on-demand allocation (with a warning)
-/// when the pool's address space cannot be reserved.
+/// The engine without component-model concurrency that goes with `engine`, when
+/// `engine` is the one [`build_engine`] made.
+static WITHOUT_CONCURRENCY: OnceLock<(Engine, Engine)> = OnceLock::new();
+
+/// The engine for WASI 0.2 components served one fresh instance per request: like
+/// `engine` but without component-model concurrency (see the module's doc). `None`
+/// when `engine` has no such sibling (not made by [`build_engine`]).
+pub(crate) fn without_concurrency(engine: &Engine) -> Option<&'static Engine> {
+    let (with, without) = WITHOUT_CONCURRENCY.get()?;
+    Engine::same(engine, with).then_some(without)
+}
+
+/// Builds the engine (and its sibling without concurrency, each with a pool of
+/// `pool`'s size), falling back to on-demand allocation (with a warning) when a
+/// pool's address space cannot be reserved.
 pub fn build_engine(pool: &PoolConfig) -> Result<Engine> {
+    let engine = pooled_engine(pool, true)?;
+    let without = pooled_engine(pool, false)?;
+    start_epoch_ticker([engine.clone(), without.clone()])?;
+    let _ = WITHOUT_CONCURRENCY.set((engine.clone(), without));
+    Ok(engine)
+}
+
+fn pooled_engine(pool: &PoolConfig, concurrency: bool) -> Result<Engine> {
     let mut pooling = PoolingAllocationConfig::default();
     pooling
         .total_component_instances(pool.max_instances)
@@ -61,24 +91,22 @@ pub fn build_engine(pool: &PoolConfig) -> Result<Engine> {
         .total_tables(pool.max_instances * 4)
         .max_memory_size(pool.max_memory as usize);
     keep_pages_resident(&mut pooling, pool.keep_resident);
-    let mut config = base_config();
+    let mut config = base_config(concurrency);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
-    let engine = match Engine::new(&config) {
+    match Engine::new(&config) {
         Ok(engine) => {
             let _ = POOL_MAX_MEMORY.set(pool.max_memory);
-            engine
+            Ok(engine)
         }
         Err(err) => {
             tracing::warn!(
                 "pooling allocator unavailable ({err}); falling back to on-demand instance allocation"
             );
-            Engine::new(&base_config())
+            Engine::new(&base_config(concurrency))
                 .map_err(anyhow::Error::from)
-                .context("creating the wasm engine")?
+                .context("creating the wasm engine")
         }
-    };
-    start_epoch_ticker(&engine)?;
-    Ok(engine)
+    }
 }
 
 /// Linear memory (and table) bytes a pool slot keeps resident between instances,
@@ -103,21 +131,23 @@ fn keep_pages_resident(pooling: &mut PoolingAllocationConfig, bytes: u64) {
     }
 }
 
-/// Starts the one epoch ticker of this process. wedge builds one engine per
-/// process; a second call is refused rather than starting a second ticker.
-fn start_epoch_ticker(engine: &Engine) -> Result<()> {
+/// Starts the one epoch ticker of this process, for both engines. wedge builds its
+/// engines once per process; a second call is refused rather than starting a
+/// second ticker.
+fn start_epoch_ticker(engines: [Engine; 2]) -> Result<()> {
     static STARTED: OnceLock<()> = OnceLock::new();
     anyhow::ensure!(
         STARTED.set(()).is_ok(),
         "the epoch ticker already runs: one engine per process"
     );
-    let engine = engine.clone();
     std::thread::Builder::new()
         .name("wedge-epoch".into())
         .spawn(move || {
             loop {
                 std::thread::sleep(EPOCH_TICK);
-                engine.increment_epoch();
+                for engine in &engines {
+                    engine.increment_epoch();
+                }
             }
         })
         .context("starting the epoch ticker thread")?;

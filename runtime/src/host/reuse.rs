@@ -72,7 +72,7 @@ impl App {
     /// Whether requests go to reused instances rather than a fresh one each: p3
     /// components always, p2 ones that asked for more than one request per instance.
     pub(super) fn reuses_instances(&self) -> bool {
-        self.pre.is_p3() || self.limits.reuse.requests.is_some_and(|n| n > 1)
+        self.pre.is_p3() || reuses_p2_instances(&self.limits)
     }
 
     /// Answers one admitted request on a reused instance. `slot` is held until the
@@ -184,6 +184,11 @@ impl App {
             Ok(Err(_)) | Err(_) => Fault::Trap(one_line(&err)),
         }
     }
+}
+
+/// Whether a p2 app asked for more than one request per instance.
+pub(super) fn reuses_p2_instances(limits: &super::limits::Limits) -> bool {
+    limits.reuse.requests.is_some_and(|n| n > 1)
 }
 
 /// An HTTP/1.1 request's origin-form target made absolute from the listener's scheme
