@@ -381,3 +381,28 @@ fn a_guest_cannot_forge_log_lines() {
     assert!(!log.contains("\rINFO wedge"), "{log}");
     assert!(!log.contains('\u{202e}'), "{log}");
 }
+
+/// Attack review (issue 22's, applied to wasi:http guests): a guest answering with a
+/// 1xx status, which is no final response, gets a 500 and one log line, over
+/// HTTP/1.1 and HTTP/2 (where a 1xx with a body makes the client reset the stream
+/// or close the connection, other apps' streams on it too); the app serves on.
+#[test]
+fn a_guest_answering_with_an_informational_status_gets_its_fault() {
+    let wedge = serve("");
+    for status in [100, 101, 103] {
+        let (code, body) = get(&wedge, &format!("/informational?status={status}"));
+        assert_eq!(code, "500", "{status}: {body}");
+        wedge.server().wait_for_log(&format!(
+            "status {status} is informational, not a final response"
+        ));
+    }
+    let out = curl(&[
+        "--http2-prior-knowledge",
+        "-w",
+        "\n%{http_code}",
+        &format!("{}/informational", wedge.server().url),
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.ends_with("\n500"), "{text}");
+    assert_eq!(get(&wedge, "/hello"), ("200".into(), "hello\n".into()));
+}

@@ -252,6 +252,16 @@ impl App {
         self.metrics.fault(fault.kind());
     }
 
+    /// The answer to a guest whose final response had a 1xx status: its fault.
+    pub(super) fn informational_answer(&self, status: StatusCode) -> Response<ResponseBody> {
+        let fault = Fault::GuestError(format!(
+            "status {} is informational, not a final response",
+            status.as_u16()
+        ));
+        self.report(&fault);
+        self.fault_response(&fault, false)
+    }
+
     pub(super) fn fault_response(
         &self,
         fault: &Fault,

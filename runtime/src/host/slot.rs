@@ -66,7 +66,16 @@ impl Serving {
         B::Error: Into<wasmtime_wasi_http::Error>,
     {
         match self {
-            Serving::App(app) => app.handle(request, scheme, connection).await,
+            Serving::App(app) => {
+                let response = app.handle(request, scheme, connection).await;
+                // A 1xx is no final answer: sent as one it breaks the exchange (over
+                // HTTP/2 a client may close the whole connection, other apps' streams
+                // on it too), so it is the guest's fault like any wrong answer.
+                if response.status().is_informational() {
+                    return app.informational_answer(response.status());
+                }
+                response
+            }
             Serving::BuildFailed(failure) => failure.response(request.headers()),
         }
     }
