@@ -158,10 +158,16 @@ fn the_second_start_loads_the_precompiled_component() {
 
 #[test]
 fn a_guest_crate_directory_is_built_and_served() {
-    example("hello"); // the examples are built (and so up to date) before we ask wedge to
+    // The examples are built (and so up to date) before we ask wedge to.
+    let built = std::fs::read(example("hello")).unwrap();
     let server = Server::start(&repo().join("examples/hello"), &[]);
     let out = curl(&["--fail", &format!("{}/", server.url)]);
     assert_eq!(out.stdout, b"Hello, world!\n");
+    // Built elsewhere: other tests read the example's artifact meanwhile.
+    assert!(
+        std::fs::read(example("hello")).unwrap() == built,
+        "building the crate rewrote examples/target"
+    );
 }
 
 #[test]
@@ -401,7 +407,7 @@ impl Drop for Running {
 /// process, still serving.
 fn start_up_lines(config: &str, lines: usize) -> (Vec<String>, Running) {
     use std::io::BufRead;
-    let mut child = std::process::Command::new(support::wedge_bin())
+    let mut child = support::wedge_command()
         .args(["serve", "--config", config])
         .env("WEDGE_DATA_DIR", temp_dir("data"))
         .stdout(std::process::Stdio::piped())

@@ -8,7 +8,7 @@ use support::{Server, curl, repo, temp_dir};
 #[test]
 fn a_new_crate_is_served_immediately() {
     let dir = temp_dir("new");
-    let out = std::process::Command::new(support::wedge_bin())
+    let out = support::wedge_command()
         .args(["new", "greeter"])
         .current_dir(&dir)
         .output()
@@ -56,7 +56,7 @@ fn an_existing_directory_or_a_bad_name_is_refused() {
         // A crate name, but not an app's: wedge.toml and `wedge deploy` refuse it.
         ("MyApp", "`MyApp` is not an app name: use lowercase letters"),
     ] {
-        let out = std::process::Command::new(support::wedge_bin())
+        let out = support::wedge_command()
             .args(["new", name])
             .current_dir(&dir)
             .output()
@@ -71,7 +71,7 @@ fn an_existing_directory_or_a_bad_name_is_refused() {
 /// `wedge new ARGS` in `dir`, git finding no repository above the tests' temporary
 /// directories, with `path` as PATH if given.
 fn wedge_new(dir: &Path, args: &[&str], path: Option<&Path>) -> Output {
-    let mut command = Command::new(support::wedge_bin());
+    let mut command = support::wedge_command();
     command
         .arg("new")
         .args(args)

@@ -154,7 +154,7 @@ fn push(wasm: &Path, reference: &str) -> String {
 /// `wedge serve TARGET` (cleartext, a free port) expected to fail: its output. One
 /// that serves instead fails the test as soon as it prints its start-up line.
 fn serve_fails(target: &str, args: &[&str], data_dir: &Path) -> Output {
-    let mut child = Command::new(support::wedge_bin())
+    let mut child = support::wedge_command()
         .args(["serve", target, "--listen", "127.0.0.1:0", "--no-tls"])
         .args(args)
         .env("WEDGE_DATA_DIR", data_dir)

@@ -46,6 +46,21 @@ pub fn wedge_bin() -> PathBuf {
         })
 }
 
+/// A command running the wedge under test. Guest crates it builds (`serve DIR`,
+/// `dev`) go to one target dir of their own, so dependencies build once per run
+/// and `examples/target`, which [`example`] reads, is never written under a running
+/// test: a crate built alone unifies its dependencies' features differently from
+/// the examples' workspace build, so a rebuild there changes the artifacts' bytes.
+pub fn wedge_command() -> Command {
+    let mut command = Command::new(wedge_bin());
+    command.env("CARGO_TARGET_DIR", guest_target_dir());
+    command
+}
+
+fn guest_target_dir() -> PathBuf {
+    repo().join("target/guest-tests")
+}
+
 /// The examples built for `wasm32-wasip1` (core modules, which wedge componentizes
 /// on load), by package name; the others are built for `wasm32-wasip2`.
 const WASIP1_EXAMPLES: &[&str] = &["wasip1-handler", "wagi"];
@@ -143,10 +158,13 @@ fn prefixed(prefix: &[&str]) -> Command {
     match prefix.split_first() {
         Some((program, rest)) => {
             let mut command = Command::new(program);
-            command.args(rest).arg(wedge_bin());
+            command
+                .args(rest)
+                .arg(wedge_bin())
+                .env("CARGO_TARGET_DIR", guest_target_dir());
             command
         }
-        None => Command::new(wedge_bin()),
+        None => wedge_command(),
     }
 }
 
@@ -196,7 +214,7 @@ impl Server {
 
     /// Starts `wedge serve --config FILE ARGS...` (the file names its listeners).
     pub fn start_config(config: &Path, args: &[&str]) -> Server {
-        let mut command = Command::new(wedge_bin());
+        let mut command = wedge_command();
         command.arg("serve").arg("--config").arg(config).args(args);
         Self::launch(command, &temp_dir("data"))
     }
@@ -204,15 +222,15 @@ impl Server {
     /// Like `start_config`, logging what the tracing filter `log` lets through
     /// (`WEDGE_LOG`; the others log at `info`).
     pub fn start_config_logging(config: &Path, args: &[&str], log: &str) -> Server {
-        let mut command = Command::new(wedge_bin());
+        let mut command = wedge_command();
         command.arg("serve").arg("--config").arg(config).args(args);
         command.env("WEDGE_LOG", log);
         Self::launch(command, &temp_dir("data"))
     }
 
     /// Starts `wedge dev DIR --port 0 --tls-port 0 ARGS...`. Guest crates of all
-    /// tests build into one target dir, so dependencies build once per run (give
-    /// each test's crate its own name: the component's file is named after it).
+    /// tests build into one target dir (see [`wedge_command`]; give each test's
+    /// crate its own name: the component's file is named after it).
     pub fn dev(dir: &Path, args: &[&str]) -> Server {
         Self::dev_via(&[], dir, args, &temp_dir("dev-data"))
     }
@@ -225,15 +243,14 @@ impl Server {
             .arg("dev")
             .arg(dir)
             .args(["--port", "0", "--tls-port", "0"])
-            .args(args)
-            .env("CARGO_TARGET_DIR", repo().join("target/guest-tests"));
+            .args(args);
         Self::launch(command, data_dir)
     }
 
     /// Runs `wedge serve TARGET --listen 127.0.0.1:0 --no-tls ARGS...` until it
     /// either prints its URL (`Ok`: it serves) or exits (`Err`: its status and log).
     pub fn start_or_exit(target: &Path, args: &[&str]) -> Result<Server, (ExitStatus, String)> {
-        let mut command = Command::new(wedge_bin());
+        let mut command = wedge_command();
         command
             .arg("serve")
             .arg(target)
@@ -425,7 +442,7 @@ pub fn curl_write_out(args: &[&str]) -> String {
 
 /// Runs `wedge ARGS` to completion (bounded) and returns its output.
 pub fn wedge(args: &[&str], data_dir: &Path) -> Output {
-    let mut child = Command::new(wedge_bin())
+    let mut child = wedge_command()
         .args(args)
         .env("WEDGE_DATA_DIR", data_dir)
         .stdin(Stdio::null())
@@ -490,7 +507,7 @@ pub fn sha256(bytes: &[u8]) -> String {
 
 /// Runs `wedge new NAME` in `dir` and returns the crate's directory.
 pub fn new_crate(dir: &Path, name: &str) -> PathBuf {
-    let out = Command::new(wedge_bin())
+    let out = wedge_command()
         .args(["new", name])
         .current_dir(dir)
         .output()
