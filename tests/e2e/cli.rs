@@ -87,6 +87,11 @@ fn bad_flags_and_values_are_refused() {
     fails_with(&["serve", &hello, "--memory", "lots"], "lots");
     fails_with(&["serve", &hello, "--cpu-time", "soon"], "soon");
     fails_with(&["serve", &hello, "--listen", "nowhere"], "nowhere");
+    // hyper's read buffer holds at least 8 KiB.
+    fails_with(
+        &["serve", &hello, "--h1-max-head-size", "8191"],
+        "--h1-max-head-size",
+    );
     fails_with(&["serve"], "TARGET");
 }
 

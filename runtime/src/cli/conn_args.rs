@@ -1,4 +1,5 @@
-//! `--handshake-timeout`, `--h1-header-read-timeout` and `--h1-chunk-budget`: what a
+//! `--handshake-timeout`, `--h1-header-read-timeout`, `--h1-max-head-size` and
+//! `--h1-chunk-budget`: what a
 //! TCP connection may take before HTTP/2's own limits (`--h2-*`) take over, and what
 //! an HTTP/1.1 one may cost. Defaults from [`ConnLimits`] (and shown in `--help`).
 
@@ -22,6 +23,13 @@ pub struct ConnArgs {
     /// past it the connection is closed (slowloris, idle keep-alive).
     #[arg(long, default_value_t = defaults().h1_header_read.into())]
     pub h1_header_read_timeout: humantime::Duration,
+
+    /// The largest HTTP/1.1 request head (request line and header fields), in
+    /// octets: one not complete when this many have arrived is answered 431 and
+    /// its connection closed (a head may pass by up to one read past it).
+    #[arg(long, value_name = "OCTETS", default_value_t = defaults().h1_max_head_size,
+          value_parser = clap::value_parser!(u32).range(crate::net::h1::MIN_MAX_HEAD_SIZE as i64..))]
+    pub h1_max_head_size: u32,
 
     /// HTTP/1.1 request body chunks a connection may send beyond one per 64 octets
     /// of body data: decoding them is the client's cost, not its app's. Past it the
@@ -49,6 +57,7 @@ impl ConnArgs {
         ConnLimits {
             handshake: self.handshake_timeout.into(),
             h1_header_read: self.h1_header_read_timeout.into(),
+            h1_max_head_size: self.h1_max_head_size,
             h1_chunk_budget: self.h1_chunk_budget,
             max_connections: self.max_connections,
             max_connections_per_client: self.max_connections_per_client,
@@ -82,6 +91,7 @@ mod tests {
             "wedge",
             "--handshake-timeout=300ms",
             "--h1-header-read-timeout=2s",
+            "--h1-max-head-size=9000",
             "--h1-chunk-budget=7",
             "--max-connections=50",
             "--max-connections-per-client=5",
@@ -91,6 +101,7 @@ mod tests {
             ConnLimits {
                 handshake: Duration::from_millis(300),
                 h1_header_read: Duration::from_secs(2),
+                h1_max_head_size: 9000,
                 h1_chunk_budget: 7,
                 max_connections: 50,
                 max_connections_per_client: 5,

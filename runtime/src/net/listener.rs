@@ -45,6 +45,9 @@ pub struct ConnLimits {
     /// An HTTP/1.1 request head, from when wedge starts waiting for it (on a kept-alive
     /// connection: from the end of the previous response) to its last octet.
     pub h1_header_read: Duration,
+    /// The largest HTTP/1.1 request head, in octets (at least
+    /// [`super::h1::MIN_MAX_HEAD_SIZE`]); a larger one gets `431`.
+    pub h1_max_head_size: u32,
     /// HTTP/1.1 request body frames (chunks) beyond what their octets pay for
     /// ([`super::h1::ChunkBudget`]): past it the connection is closed.
     pub h1_chunk_budget: u32,
@@ -66,6 +69,7 @@ impl Default for ConnLimits {
         ConnLimits {
             handshake: HANDSHAKE_TIMEOUT,
             h1_header_read: super::h1::HEADER_READ_TIMEOUT,
+            h1_max_head_size: super::h1::DEFAULT_MAX_HEAD_SIZE,
             h1_chunk_budget: super::h1::DEFAULT_CHUNK_BUDGET,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,

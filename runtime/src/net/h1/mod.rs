@@ -27,10 +27,22 @@ use crate::metrics::CloseReason;
 /// How long a client may take to send a request head, by default.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The largest HTTP/1.1 request head, in octets, by default: hyper's read buffer
+/// (its own default is ~400 KiB); a head still incomplete when it is full gets
+/// `431` (hyper tries to parse after each read, so one completed by the read that
+/// crosses the bound passes).
+/// Body reads share the buffer, so it is kept at a size that still reads a body
+/// in large pieces.
+pub const DEFAULT_MAX_HEAD_SIZE: u32 = 64 << 10;
+
+/// hyper refuses (panics on) a read buffer below this.
+pub const MIN_MAX_HEAD_SIZE: u32 = 8192;
+
 /// Serves one HTTP/1.1 connection until the peer closes it or shutdown is
 /// signalled, in which case the request in flight finishes first. A request head
 /// not whole within `limits.h1_header_read` (counted from when wedge waits for it), or
-/// request bodies past `limits.h1_chunk_budget`, close the connection.
+/// request bodies past `limits.h1_chunk_budget`, close the connection; a head past
+/// `limits.h1_max_head_size` octets is answered `431` and closes it.
 ///
 /// A client may half-close (shut down its sending side once its request is sent) and
 /// still gets its response. So a client that went away altogether is noticed only
@@ -80,6 +92,7 @@ pub async fn serve<IO>(
         .half_close(true)
         .timer(TokioTimer::new())
         .header_read_timeout(header_read)
+        .max_buf_size(limits.h1_max_head_size.max(MIN_MAX_HEAD_SIZE) as usize)
         .serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
     let served = async {
