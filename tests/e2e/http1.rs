@@ -336,3 +336,52 @@ fn a_request_head_past_the_head_size_limit_gets_431() {
         assert!(past.starts_with("HTTP/1.1 431"), "{args:?}: {past}");
     }
 }
+
+/// A body nobody reads is not waited for: once the guest answered without reading
+/// it, the connection closes after the response, whether the client trickles the
+/// rest of its body or sends nothing more, so neither holds a connection for ever.
+#[test]
+fn a_body_the_guest_never_reads_does_not_hold_the_connection_after_the_response() {
+    use std::io::Read;
+    let server = Server::start(&example("hello"), &["--no-tls"]);
+    for trickles in [true, false] {
+        let mut stream = std::net::TcpStream::connect(server.authority()).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+            .unwrap();
+        stream
+            .write_all(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 1000000\r\n\r\nabc")
+            .unwrap();
+        let mut answer = Vec::new();
+        let mut buf = [0; 4096];
+        while !answer.ends_with(b"Hello, world!\n") {
+            let n = stream.read(&mut buf).unwrap();
+            assert!(n > 0, "{}", String::from_utf8_lossy(&answer));
+            answer.extend_from_slice(&buf[..n]);
+        }
+        let trickle = trickles.then(|| {
+            let mut writer = stream.try_clone().unwrap();
+            // Paced load, bounded: stops at the first refused write.
+            std::thread::spawn(move || {
+                for _ in 0..600 {
+                    if writer.write_all(b"x").is_err() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            })
+        });
+        let end = stream.read(&mut buf);
+        assert!(
+            matches!(&end, Ok(0))
+                || end
+                    .as_ref()
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+            "trickles: {trickles}: the connection stayed open: {end:?}"
+        );
+        drop(stream);
+        if let Some(trickle) = trickle {
+            trickle.join().unwrap();
+        }
+    }
+}

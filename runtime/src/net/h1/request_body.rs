@@ -100,7 +100,8 @@ impl FirstRead {
 }
 
 /// Moves `incoming` into `inbox` as the guest takes it, until the body ends, fails,
-/// spends the budget, or its reader is gone (dropping `incoming` then tells hyper).
+/// spends the budget, or its reader is gone (dropping `incoming` then tells hyper,
+/// which stops reading the body and closes the connection after the response).
 /// With `polled` (the request expects `100 Continue`), reads only once the guest
 /// asked, and tells `polled` when it first did (or stopped without).
 async fn pump(
@@ -113,9 +114,10 @@ async fn pump(
     let waits_for_ask = polled.is_some();
     loop {
         let wanted = poll_fn(|cx| match inbox.read_ahead(READ_AHEAD, cx.waker()) {
-            ReadAhead { room: true, asked } if asked || !waits_for_ask => Poll::Ready(true),
-            // The guest dropped its body: nobody reads on.
+            // The guest dropped its body: nobody reads on, however much room is left
+            // (else a client trickling a body nobody wants holds the connection).
             _ if Arc::strong_count(&inbox) == 1 => Poll::Ready(false),
+            ReadAhead { room: true, asked } if asked || !waits_for_ask => Poll::Ready(true),
             _ => Poll::Pending,
         })
         .await;
@@ -127,14 +129,25 @@ async fn pump(
         }
         let mut frame = pin!(incoming.frame());
         let frame = poll_fn(|cx| {
+            // The guest may drop its body while the client sends nothing more.
+            inbox.read_ahead(READ_AHEAD, cx.waker());
+            if Arc::strong_count(&inbox) == 1 {
+                return Poll::Ready(None);
+            }
             let frame = frame.as_mut().poll(cx);
             // hyper has seen the read (and queued its `100 Continue`).
             if let Some(polled) = polled.take() {
                 polled.notify_one();
             }
-            frame
+            frame.map(Some)
         })
         .await;
+        let Some(frame) = frame else {
+            if let Some(polled) = polled {
+                polled.notify_one();
+            }
+            return;
+        };
         let data = match frame {
             None => {
                 inbox.push(Bytes::new(), true);
