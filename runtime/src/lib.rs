@@ -13,6 +13,7 @@ pub mod host;
 pub mod metrics;
 pub mod net;
 pub mod oci;
+pub mod serve;
 pub(crate) mod sync;
 pub mod tenancy;
 

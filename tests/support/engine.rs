@@ -10,11 +10,11 @@ use h2::client::SendRequest;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use wedge::host::{
-    App, ArtifactCache, Executor, Limits, PoolConfig, RequestScheme, Serving, Site, Tenant,
-    build_engine,
+    App, ArtifactCache, Executor, Limits, PoolConfig, Serving, Site, Tenant, build_engine,
 };
+use wedge::net::RequestScheme;
 use wedge::net::h2::{ConnStats, H2Config, Handler};
-use wedge::net::{AccessLog, Frontend};
+use wedge::serve::{AccessLog, Frontend};
 
 use crate::h2::client_with;
 use crate::{example, temp_dir};

@@ -23,7 +23,6 @@ mod server;
 mod shutdown;
 mod target;
 mod vars_args;
-mod workers;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -154,7 +153,7 @@ fn init_logging() {
         });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .fmt_fields(crate::net::access_log::LogFields)
+        .fmt_fields(crate::serve::access_log::LogFields)
         .with_writer(std::io::stderr)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

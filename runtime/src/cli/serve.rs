@@ -19,7 +19,7 @@ use crate::admin::{Admin, Endpoint};
 use crate::config::{self, Config};
 use crate::host::{App, Executor, Serving, Site, Tenant};
 use crate::metrics::{AppMetrics, Metrics};
-use crate::net::AccessLog;
+use crate::serve::AccessLog;
 use crate::tenancy::Tenancy;
 
 #[derive(Args)]

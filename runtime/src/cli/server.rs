@@ -1,8 +1,9 @@
 //! Runs wedge's listeners around an app slot: what `wedge serve` and `wedge dev` share
-//! (binding, the engine, TLS and HTTP/3 set-up, the start-up line, draining on a signal).
+//! from their flags (the engine, the host's settings, the start-up line, draining on a
+//! signal); the listeners and workers themselves are `crate::serve`'s.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -11,15 +12,15 @@ use wasmtime::Engine;
 use super::host_args::HostArgs;
 use super::shutdown::Signals;
 use super::vars_args::VarsArgs;
-use super::workers::Workers;
 use crate::admin::Readiness;
 use crate::host::admission::Admission;
 use crate::host::keyvalue::{KeyValue, KeyValueHost};
 use crate::host::outbound::Outbound;
 use crate::host::{self, ArtifactCache, DevOverlay, Executor, Limits, PoolConfig, Site};
 use crate::metrics::Metrics;
-use crate::net::listener::H3Server;
-use crate::net::{AccessLog, Frontend, Listeners, cert, tls};
+use crate::net::{Listeners, cert};
+use crate::serve::server::{Tls, bind_workers, start_workers};
+use crate::serve::{AccessLog, Frontend};
 
 /// What an app is loaded with.
 pub struct Host {
@@ -88,7 +89,7 @@ where
     host::outbound_client::configure(args.outbound.client_settings())?;
     let data_dir = args.data_dir();
     // The control runtime: loading apps, the admin API, the config watcher, signals.
-    // Connections are the workers' (`workers.rs`). Two threads: a deploy hashes and
+    // Connections are the workers' (`serve/workers.rs`). Two threads: a deploy hashes and
     // writes up to --max-upload synchronously, and /healthz and /readyz must still
     // answer meanwhile.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -102,7 +103,13 @@ where
         Some((cert, key)) => Some(cert::load_pem(cert, key)?),
         None => None,
     };
-    let listeners = bind_workers(&addresses, h3.is_some(), args)?;
+    let listeners = bind_workers(
+        &addresses.plain,
+        &addresses.tls,
+        h3.is_some(),
+        args.conn.to_limits(),
+        args.workers(),
+    )?;
     let workers = runtime.block_on(async move {
         let engine = host::build_engine(&PoolConfig {
             max_memory: largest_memory,
@@ -125,16 +132,9 @@ where
         })
         .await?;
         readiness.apps_loaded();
-        let key = (!addresses.tls.is_empty())
-            .then(|| certified_key(operator_key, &data_dir))
-            .transpose()?;
-        let acceptor = key.as_ref().map(tls::acceptor).transpose()?;
-        let h3 = match (h3, &key) {
-            (Some(config), Some(key)) => Some(H3Server {
-                quinn: config.server_config(key)?,
-                config: Arc::new(config),
-            }),
-            _ => None,
+        let tls = match addresses.tls.is_empty() {
+            true => Tls::default(),
+            false => Tls::new(operator_key, &data_dir, h3)?,
         };
         // Ready before the start-up line: whoever reads the line finds /readyz 200.
         // Connections arriving before the workers accept wait in the listeners' backlog.
@@ -149,18 +149,8 @@ where
         );
         tracing::info!("workers: {}", listeners.len());
         let frontend = frontend(started, access_log);
-        let h2 = Arc::new(args.h2.to_config());
-        let drain = args.drain_timeout;
-        let workers = Workers::start(listeners, move |index, listeners, stop| {
-            listeners.serve(
-                frontend.clone().for_worker(index),
-                h2.clone(),
-                acceptor.clone(),
-                h3.clone(),
-                stop.wait(),
-                drain,
-            )
-        })?;
+        let h2 = args.h2.to_config();
+        let workers = start_workers(listeners, frontend, h2, tls, args.drain_timeout)?;
         let mut signals = Signals::catch()?;
         tokio::select! {
             () = signals.first() => {}
@@ -175,42 +165,6 @@ where
     workers.join()?;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Binds `addresses` once per worker (`--workers`): the first set opens the ports
-/// (port 0 resolved), the others join them.
-fn bind_workers(addresses: &Addresses, h3: bool, args: &HostArgs) -> Result<Vec<Listeners>> {
-    let first = Listeners::bind(addresses.plain.clone(), addresses.tls.clone(), h3)?
-        .with_limits(args.conn.to_limits());
-    tracing::debug!("listening on {:?}", first.addrs());
-    let mut sets = Vec::with_capacity(args.workers());
-    for _ in 1..args.workers() {
-        sets.push(first.join()?);
-    }
-    sets.insert(0, first);
-    Ok(sets)
-}
-
-/// The TLS listener's (and HTTP/3's) certificate: the given PEM files or the
-/// development certificate.
-fn certified_key(
-    operator_key: Option<cert::CertifiedKey>,
-    data_dir: &Path,
-) -> Result<cert::CertifiedKey> {
-    match operator_key {
-        Some(key) => Ok(key),
-        None => {
-            let dev = cert::dev_cert(data_dir)?;
-            let verb = if dev.created { "created" } else { "using" };
-            tracing::info!(
-                "TLS: {verb} a self-signed development certificate for localhost, {}; \
-                 trust it with `curl --cacert {}` (or use `curl -k`)",
-                dev.cert.display(),
-                dev.cert.display()
-            );
-            cert::load_pem(&dev.cert, &dev.key)
-        }
-    }
 }
 
 /// The URLs wedge serves on, for the start-up line.

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::net::tally::InFlight;
+use crate::serve::tally::InFlight;
 
 /// The exit status after a second signal: 128 + SIGINT's number, as a shell reports a
 /// command Ctrl-C ended.

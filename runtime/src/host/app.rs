@@ -2,28 +2,32 @@
 //! handler or a WAGI program) with its name, limits, admission, outbound policy and
 //! guest variables.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use wasmtime::Engine;
+use http::{Response, StatusCode};
 use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::bindings::CommandPre;
-use wasmtime_wasi_http::handler::ProxyPre;
+use wasmtime_wasi_http::handler::{ProxyHandler, ProxyPre};
 use wasmtime_wasi_http::p2::bindings::Proxy;
 use wasmtime_wasi_http::p3::bindings::ServicePre;
 
-use super::admission::Admission;
+use super::admission::{Admission, Refused};
 use super::cache::ArtifactCache;
 use super::componentize::{self, Adapter, Binary};
 use super::executor::Executor;
+use super::fault::Fault;
 use super::guest_log::GuestOutput;
 use super::hooks::OutboundGate;
 use super::keyvalue::AppStore;
 use super::limits::Limits;
 use super::limits::guest_output::OutputBudget;
 use super::outbound::Outbound;
-use super::store::GuestState;
+use super::response::{plain, retry_later, too_large};
+use super::response_body::ResponseBody;
+use super::store::{GuestState, ProgramStdio};
 use super::vars::GuestVars;
 use crate::metrics::AppMetrics;
 
@@ -52,7 +56,19 @@ pub struct App {
     pub(crate) pre: Pre,
     /// Its reused instances (p3 always, p2 when `instance_reuse` > 1), made on
     /// the first request.
-    pub(crate) workers: super::reuse::Workers,
+    pub(crate) workers: Workers,
+}
+
+/// An app version's reused instances: one `ProxyHandler`, made on the first request.
+/// Its workers hold their app version (not the other way round: the handler knows
+/// the app only weakly), so an unloaded version's instances finish what they have
+/// and go once idle.
+#[derive(Default)]
+pub(crate) struct Workers(pub(crate) OnceLock<ProxyHandler<AppInstances>>);
+
+/// Makes an app's reused instances (`call/reused/policy.rs` says how).
+pub(crate) struct AppInstances {
+    pub(crate) app: Weak<App>,
 }
 
 /// The pre-instantiated component: a wasi:http handler (p2 or p3), or a WAGI
@@ -246,6 +262,93 @@ impl App {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// A store for one instance of this app; `stdio`: a WAGI program's request and
+    /// response.
+    pub(super) fn new_store(&self, stdio: Option<ProgramStdio>) -> Store<GuestState> {
+        super::store::new_store(
+            self.pre.engine(),
+            &self.output,
+            &self.limits,
+            &self.outbound,
+            &self.vars,
+            &self.keyvalue,
+            stdio,
+        )
+    }
+
+    /// Whether requests go to reused instances rather than a fresh one each: p3
+    /// components always, p2 ones that asked for more than one request per instance.
+    pub(crate) fn reuses_instances(&self) -> bool {
+        self.pre.is_p3() || reuses_p2_instances(&self.limits)
+    }
+
+    /// 503 for a request no instance slot was found for; `Retry-After` tells
+    /// clients to back off rather than retry at once.
+    pub(super) fn busy(&self, refused: Refused) -> Response<ResponseBody> {
+        self.metrics.refused();
+        let limits = self.admission.limits();
+        let why = match refused {
+            Refused::QueueFull => format!("{} requests already wait", limits.queue),
+            Refused::TimedOut => format!("none came free within {:?}", limits.queue_timeout),
+            Refused::Abandoned => {
+                // The client's doing, as often as it likes: not worth a line each.
+                tracing::debug!(
+                    "app `{}`: request refused: its connection abandoned {} requests \
+                     still running (max_abandoned_per_connection)",
+                    self.name,
+                    limits.max_abandoned_per_connection
+                );
+                let text = "503 Service Unavailable: this connection abandoned too many \
+                            requests that still run; retry later\n";
+                return retry_later(plain(StatusCode::SERVICE_UNAVAILABLE, text.into()));
+            }
+        };
+        self.output.warn(format_args!(
+            "request refused: all {} instances busy and {why}",
+            limits.max_concurrent
+        ));
+        retry_later(plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("503 Service Unavailable: the app is busy ({why}); retry later\n"),
+        ))
+    }
+
+    /// Logs a fault with the app's name and counts it.
+    pub(super) fn report(&self, fault: &Fault) {
+        self.output.warn(format_args!("{fault}"));
+        self.metrics.fault(fault.kind());
+    }
+
+    pub(super) fn fault_response(
+        &self,
+        fault: &Fault,
+        body_exceeded: bool,
+    ) -> Response<ResponseBody> {
+        if body_exceeded {
+            return too_large(self.limits.max_body);
+        }
+        let status = fault.status();
+        let reason = status.canonical_reason().unwrap_or("error");
+        if *fault == Fault::PoolExhausted {
+            return retry_later(plain(
+                status,
+                format!(
+                    "{} {reason}: the host is busy; retry later\n",
+                    status.as_u16()
+                ),
+            ));
+        }
+        plain(
+            status,
+            format!("{} {reason}: the handler failed\n", status.as_u16()),
+        )
+    }
+}
+
+/// Whether a p2 app asked for more than one request per instance.
+fn reuses_p2_instances(limits: &Limits) -> bool {
+    limits.reuse.requests.is_some_and(|n| n > 1)
 }
 
 /// The component a core module becomes with `adapter`, or, for a wasi:http module
@@ -288,9 +391,8 @@ impl Load<'_> {
         engine: &'e Engine,
         limits: &Limits,
     ) -> Result<(Component, Pre, &'e Engine, bool)> {
-        let without = super::engine::without_concurrency(engine).filter(|_| {
-            self.executor == Executor::WasiHttp && !super::reuse::reuses_p2_instances(limits)
-        });
+        let without = super::engine::without_concurrency(engine)
+            .filter(|_| self.executor == Executor::WasiHttp && !reuses_p2_instances(limits));
         if let Some(prepared) = without.and_then(|without| self.prepare_on(without, false).ok()) {
             tracing::debug!("a WASI 0.2 app on the engine without component-model concurrency");
             return Ok(prepared);

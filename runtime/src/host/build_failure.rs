@@ -1,15 +1,19 @@
 //! What `wedge dev` shows of a build that failed: the compiler's errors as rustc
 //! coloured them, on a page that reloads itself once a build succeeds (it listens to
-//! [`super::dev_overlay`]'s events), or as text for everything but browsers.
+//! `wedge dev`'s overlay's events), or as text for everything but browsers.
 
 use std::hash::{Hash, Hasher};
 
-use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
 
 use super::ansi;
-use super::body::ResponseBody;
-use super::dev_overlay::{BUILD_HEADER, EVENTS_PATH};
-use super::dispatch::plain;
+use super::response::plain;
+use super::response_body::ResponseBody;
+
+/// The build events' path (`wedge dev`'s overlay serves them).
+pub const EVENTS_PATH: &str = "/_wedge/events";
+/// The response field that says the last build failed.
+pub const BUILD_HEADER: HeaderName = HeaderName::from_static("x-wedge-build");
 
 /// Why an app has no new version to serve.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,24 +21,22 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
-use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::sync::watch;
 
 use super::ansi;
-use super::body::{BodyError, ResponseBody};
-use super::build_failure::{self, BuildFailure, built_page, mark_failed, reload_script};
-use super::dispatch::plain;
+use super::build_failure::{
+    self, BUILD_HEADER, BuildFailure, EVENTS_PATH, built_page, mark_failed, reload_script,
+};
+use super::response::plain;
+use super::response_body::{BodyError, BoundBody, ResponseBody};
 
 /// The error page's path.
 pub const BUILD_PATH: &str = "/_wedge/build";
-/// The build events' path.
-pub const EVENTS_PATH: &str = "/_wedge/events";
 /// Where wedge's own paths are.
 const RESERVED: &str = "/_wedge/";
-/// The response field that says the last build failed.
-pub const BUILD_HEADER: HeaderName = HeaderName::from_static("x-wedge-build");
 
 /// The state of one app's build, shown to its requests.
 pub struct DevOverlay {
@@ -128,7 +126,7 @@ impl DevOverlay {
         }
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         let banner = Bytes::from(banner(&failure));
-        response.map(|body| ResponseBody::Spliced(Box::new(Spliced::new(body, banner))))
+        response.map(|body| ResponseBody::bound(Spliced::new(body, banner)))
     }
 
     fn failure(&self) -> Option<Arc<BuildFailure>> {
@@ -252,11 +250,6 @@ impl Spliced {
         }
     }
 
-    /// Asked by an engine whose stream is stalled: the inner body's answer.
-    pub fn poll_cut_off(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        self.inner.poll_cut_off(cx)
-    }
-
     /// What of `data` goes out now (the banner is still to come).
     fn splice(&mut self, data: Bytes) -> Bytes {
         let data = if self.held.is_empty() {
@@ -292,6 +285,13 @@ impl Spliced {
         let mut out = std::mem::take(&mut self.held);
         out.extend_from_slice(&banner);
         Some(Bytes::from(out))
+    }
+}
+
+impl BoundBody for Spliced {
+    /// Asked by an engine whose stream is stalled: the inner body's answer.
+    fn poll_cut_off(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.inner.poll_cut_off(cx)
     }
 }
 

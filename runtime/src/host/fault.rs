@@ -7,8 +7,19 @@ use http::StatusCode;
 
 use super::limits::Size;
 use super::store::GuestState;
-use super::wagi::MalformedCgi;
 use crate::metrics::FaultKind;
+
+/// Output that is not a CGI response: the program's fault, answered `502`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MalformedCgi(pub String);
+
+impl fmt::Display for MalformedCgi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MalformedCgi {}
 
 /// A guest call that did not produce a clean response.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use http::Request;
+use http::uri::Scheme;
 use http_body_util::{BodyExt, Empty};
 
 use super::app::App;
-use super::dispatch::{GuestCall, RequestScheme, call_handler, instantiate};
+use super::call::fresh::{GuestCall, call_handler, instantiate, prepare};
 
 /// The steps of one request on a fresh instance, in order.
 pub const PHASES: [&str; 5] = [
@@ -89,7 +90,7 @@ async fn one_request(app: &Arc<App>) -> Result<[Duration; PHASES.len()]> {
         req,
         outparam,
         response_rx,
-    } = app.prepare_call(request, RequestScheme::Http)?;
+    } = prepare(app, request, Scheme::HTTP)?;
     let created = Instant::now();
     let proxy = instantiate(app, &mut store, deadline)
         .await

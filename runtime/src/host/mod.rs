@@ -1,15 +1,14 @@
-//! The wasm side: the engine, apps, per-request stores, limits, the key-value
-//! stores, and the bridge the protocol engines dispatch into.
+//! The wasm side: the engine, apps, where a request enters the guest (`call`),
+//! per-request stores, limits, request and response bodies, the key-value stores.
 
 pub mod admission;
 pub mod ansi;
 mod app;
-mod body;
 mod build_failure;
 mod cache;
+pub mod call;
 mod componentize;
 mod dev_overlay;
-mod dispatch;
 mod engine;
 mod fault;
 mod guest_log;
@@ -18,27 +17,30 @@ pub mod keyvalue;
 pub mod lifecycle;
 pub mod limits;
 pub mod outbound_client;
-mod reuse;
+mod request_body;
+mod response;
+mod response_body;
 mod site;
 mod slot;
 mod store;
 mod vars;
-mod wagi;
 
 // The plain values apps are configured with, shared with the config parser, which
 // reads them without wasmtime in the wedge-config crate.
 pub use wedge_config::{executor, outbound, routes};
 
 pub use app::App;
-pub use body::{BodyError, ResponseBody};
 pub use build_failure::BuildFailure;
 pub use cache::ArtifactCache;
+pub use call::{BASE_PATH, ClientAddr};
 pub use dev_overlay::DevOverlay;
-pub use dispatch::{ClientAddr, RequestScheme, plain};
 pub use engine::{PoolConfig, build_engine};
 pub use executor::Executor;
 pub use fault::Fault;
 pub use limits::Limits;
+pub use request_body::IncomingBody;
+pub use response::plain;
+pub use response_body::{BodyError, BoundBody, ResponseBody};
 pub use routes::{DuplicateRoute, Route, RouteTable};
-pub use site::{BASE_PATH, Directory, Mount, Site, Tenant};
+pub use site::{Directory, Mount, Site, Tenant};
 pub use slot::{AppSlot, Serving};

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
-use http::{HeaderName, HeaderValue};
+use http::HeaderValue;
 
 use super::routes::{DuplicateRoute, Route, RouteTable};
 use super::slot::{AppSlot, Serving};
@@ -46,11 +46,6 @@ impl fmt::Debug for Tenant {
         f.debug_struct("Tenant").field("name", &self.name).finish()
     }
 }
-
-/// The request field that tells an app the path prefix of the route that reached it
-/// (`/api` for an app on `/api`; absent on `/`). The path itself is left whole. The
-/// frontend sets it (dropping a client's own); a WAGI program gets it as `SCRIPT_NAME`.
-pub const BASE_PATH: HeaderName = HeaderName::from_static("x-wedge-base-path");
 
 /// Where a request goes: the app, and where the route it matched mounts it.
 #[derive(Clone, Debug)]

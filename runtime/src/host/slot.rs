@@ -4,15 +4,15 @@
 
 use std::sync::{Arc, RwLock};
 
-use bytes::Bytes;
+use http::uri::Scheme;
 use http::{Request, Response};
-use http_body::Body;
 
 use super::admission::Abandoned;
 use super::app::App;
-use super::body::ResponseBody;
 use super::build_failure::BuildFailure;
-use super::dispatch::RequestScheme;
+use super::call;
+use super::request_body::IncomingBody;
+use super::response_body::ResponseBody;
 
 /// What a slot holds: an app, or the reason there is none yet.
 #[derive(Clone)]
@@ -55,27 +55,15 @@ impl AppSlot {
 
 impl Serving {
     /// Answers one request with this version.
-    pub async fn handle<B>(
+    /// `scheme`: what a guest is told the request came with.
+    pub async fn handle(
         self,
-        request: Request<B>,
-        scheme: RequestScheme,
+        request: Request<impl IncomingBody>,
+        scheme: Scheme,
         connection: &Abandoned,
-    ) -> Response<ResponseBody>
-    where
-        B: Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: Into<wasmtime_wasi_http::Error>,
-    {
+    ) -> Response<ResponseBody> {
         match self {
-            Serving::App(app) => {
-                let response = app.handle(request, scheme, connection).await;
-                // A 1xx is no final answer: sent as one it breaks the exchange (over
-                // HTTP/2 a client may close the whole connection, other apps' streams
-                // on it too), so it is the guest's fault like any wrong answer.
-                if response.status().is_informational() {
-                    return app.informational_answer(response.status());
-                }
-                response
-            }
+            Serving::App(app) => call::handle(&app, request, scheme, connection).await,
             Serving::BuildFailed(failure) => failure.response(request.headers()),
         }
     }

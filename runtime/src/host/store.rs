@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{CallHook, Store, StoreContextMut, UpdateDeadline};
+use wasmtime_wasi::cli::{StdinStream, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_config::WasiConfig;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -18,7 +19,6 @@ use super::limits::cpu::CpuMeter;
 use super::limits::host_memory::HostMemoryBudget;
 use super::limits::linear_memory::MemoryLimiter;
 use super::vars::GuestVars;
-use super::wagi::CgiStdio;
 
 /// Everything a request's `Store` holds.
 pub struct GuestState {
@@ -109,17 +109,26 @@ fn meter_at_transitions(store: &mut Store<GuestState>) {
     });
 }
 
+/// A program's own environment and stdio, instead of a guest's usual ones (the app's
+/// environment, an empty stdin, stdout to the log): a WAGI program's CGI variables,
+/// request and response.
+pub(crate) struct ProgramStdio {
+    pub env: Vec<(String, String)>,
+    pub stdin: Box<dyn StdinStream + Sync>,
+    pub stdout: Box<dyn StdoutStream + Sync>,
+}
+
 /// Creates the store for one request with the app's limits, outbound policy,
 /// variables and key-value store installed; `cgi`: a WAGI program's request and
 /// response instead of an empty stdin, stdout to the log and the app's environment.
-pub fn new_store(
+pub(super) fn new_store(
     engine: &wasmtime::Engine,
     output: &Arc<GuestOutput>,
     limits: &Limits,
     outbound: &Arc<OutboundGate>,
     vars: &GuestVars,
     keyvalue: &Arc<AppStore>,
-    cgi: Option<CgiStdio>,
+    cgi: Option<ProgramStdio>,
 ) -> Store<GuestState> {
     // The environment is exactly the app's (with a WAGI program's CGI variables): the
     // builder starts empty and never inherits the host's.

@@ -20,15 +20,16 @@ use tokio_rustls::TlsAcceptor;
 use super::conn_gate::{
     Admitted, ConnGate, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, Refused,
 };
-use super::frontend::Frontend;
+use super::h1::H1Limits;
 use super::h2::H2Config;
 use super::h3::H3Config;
-use super::response_hook::ResponseHook;
+use super::io_fault::io_fault;
 use super::reuseport::{self, Share};
 use super::rewind::Rewind;
+use super::service::Service;
 use super::sniff::{Cleartext, sniff};
 use super::tls::{self, Negotiated};
-use crate::host::RequestScheme;
+use super::uri::RequestScheme;
 use crate::metrics::{CloseReason, Protocol};
 
 /// How long a new connection may take to say which protocol it speaks
@@ -58,6 +59,15 @@ pub struct ConnLimits {
 }
 
 impl ConnLimits {
+    /// What an HTTP/1.1 connection may take.
+    fn h1(&self) -> H1Limits {
+        H1Limits {
+            header_read: self.h1_header_read,
+            max_head_size: self.h1_max_head_size,
+            chunk_budget: self.h1_chunk_budget,
+        }
+    }
+
     /// A count of open connections within these limits.
     fn gate(&self) -> Arc<ConnGate> {
         ConnGate::new(self.max_connections, self.max_connections_per_client)
@@ -100,19 +110,19 @@ pub struct H3Server {
 
 /// What every connection task needs.
 #[derive(Clone)]
-struct Shared {
-    /// Cleartext's way to the app; TLS connections add their response hook.
-    frontend: Frontend,
+struct Shared<S> {
+    /// What answers the requests (TLS connections' may advertise HTTP/3).
+    service: S,
     h2: Arc<H2Config>,
     limits: ConnLimits,
     shutdown: watch::Receiver<bool>,
 }
 
-impl Shared {
+impl<S: Service> Shared<S> {
     /// The same, for a connection from `client`.
-    fn for_client(&self, client: SocketAddr) -> Shared {
+    fn for_client(&self, client: SocketAddr) -> Shared<S> {
         Shared {
-            frontend: self.frontend.for_client(client),
+            service: self.service.for_client(client),
             ..self.clone()
         }
     }
@@ -282,9 +292,9 @@ impl Listeners {
     /// requests in flight for at most `drain`. `acceptor` terminates TLS on
     /// the TLS listener and is required when there is one; `h3` is required when
     /// HTTP/3 was bound. Runs on the runtime that is to own the connections.
-    pub async fn serve(
+    pub async fn serve<S: Service>(
         self,
-        frontend: Frontend,
+        service: S,
         h2: Arc<H2Config>,
         acceptor: Option<TlsAcceptor>,
         h3: Option<H3Server>,
@@ -305,11 +315,11 @@ impl Listeners {
         let tls = tokio_listeners(self.tls)?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let mut connections = JoinSet::new();
-        // What TLS responses get on the way out; cleartext ones get nothing.
-        let mut tls_hook = ResponseHook::none();
+        // TLS clients learn of HTTP/3 on the same port number; cleartext ones do not.
+        let mut tls_service = service.clone();
         let mut quic = Vec::new();
         if let Some(socket) = self.quic.first() {
-            tls_hook = ResponseHook::advertise_h3(socket.local_addr()?.port());
+            tls_service = service.with_h3_on(socket.local_addr()?.port());
         }
         if !self.quic.is_empty() {
             let h3 = h3.context("HTTP/3 needs its server config")?;
@@ -324,20 +334,20 @@ impl Listeners {
                 quic.push(endpoint.clone());
                 connections.spawn(super::h3::serve(
                     endpoint,
-                    frontend.clone(),
+                    service.clone(),
                     h3.config.clone(),
                     shutdown_rx.clone(),
                 ));
             }
         }
         let shared = Shared {
-            frontend,
+            service,
             h2,
             limits: self.limits,
             shutdown: shutdown_rx,
         };
         let tls_shared = Shared {
-            frontend: shared.frontend.with_hook(tls_hook),
+            service: tls_service,
             ..shared.clone()
         };
         tokio::pin!(stop);
@@ -347,7 +357,7 @@ impl Listeners {
                 _ = &mut stop => break,
                 accepted = accept(&plain, &mut plain_turn) => {
                     if let Some((stream, peer, admitted)) = admit(accepted, &self.gate, &shared) {
-                        let open = shared.frontend.accepted();
+                        let open = shared.service.counters().accepted();
                         let serving = plain_connection(stream, shared.for_client(peer));
                         connections.spawn(async move {
                             let _open = (open, admitted);
@@ -358,7 +368,7 @@ impl Listeners {
                 accepted = accept(&tls, &mut tls_turn) => {
                     let admitted = admit(accepted, &self.gate, &shared);
                     if let (Some((stream, peer, admitted)), Some(acceptor)) = (admitted, &acceptor) {
-                        let open = shared.frontend.accepted();
+                        let open = shared.service.counters().accepted();
                         let serving = tls_connection(stream, acceptor.clone(), tls_shared.for_client(peer));
                         connections.spawn(async move {
                             let _open = (open, admitted);
@@ -457,16 +467,19 @@ async fn accept(listeners: &[TcpListener], turn: &mut usize) -> Option<(TcpStrea
 
 /// A place for an accepted connection within the connection limits; one past them is
 /// closed at once (dropped), counted, and logged at the first and every 1,000th.
-fn admit(
+fn admit<S: Service>(
     accepted: Option<(TcpStream, SocketAddr)>,
     gate: &Arc<ConnGate>,
-    shared: &Shared,
+    shared: &Shared<S>,
 ) -> Option<(TcpStream, SocketAddr, Admitted)> {
     let (stream, peer) = accepted?;
     match gate.admit(peer.ip()) {
         Ok(admitted) => Some((stream, peer, admitted)),
         Err(refused) => {
-            shared.frontend.closed(CloseReason::ConnectionLimit);
+            shared
+                .service
+                .counters()
+                .closed(CloseReason::ConnectionLimit);
             if gate.refusal() % 1000 == 1 {
                 let why = match refused {
                     Refused::Full => format!(
@@ -490,25 +503,11 @@ fn admit(
     }
 }
 
-/// The peer fault an IO error on a connection shows, if it shows one: a reset (or a
-/// write to a peer gone), or TLS that failed (bad records, an alert). A TLS peer that
-/// closes without `close_notify` is not one: many clients end connections so.
-pub(crate) fn io_fault(err: &std::io::Error) -> Option<CloseReason> {
-    use std::io::ErrorKind;
-    match err.kind() {
-        ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe => {
-            Some(CloseReason::Reset)
-        }
-        ErrorKind::InvalidData => Some(CloseReason::TlsError),
-        _ => None,
-    }
-}
-
 /// Runs `step` (`what` a connection does before its protocol is known) unless
 /// shutdown begins or the handshake timeout passes first; a timeout or a failure is
 /// logged and counted.
-async fn before_shutdown<T>(
-    shared: &mut Shared,
+async fn before_shutdown<T, S: Service>(
+    shared: &mut Shared<S>,
     what: &str,
     step: impl Future<Output = std::io::Result<T>>,
 ) -> Option<T> {
@@ -532,11 +531,11 @@ async fn before_shutdown<T>(
         },
         _ = shared.shutdown.wait_for(|stop| *stop) => return None,
     };
-    shared.frontend.closed(failed);
+    shared.service.counters().closed(failed);
     None
 }
 
-async fn plain_connection(mut stream: TcpStream, mut shared: Shared) {
+async fn plain_connection<S: Service>(mut stream: TcpStream, mut shared: Shared<S>) {
     let sniffed = before_shutdown(&mut shared, "request bytes", sniff(&mut stream)).await;
     let Some((protocol, prefix)) = sniffed else {
         return;
@@ -548,7 +547,11 @@ async fn plain_connection(mut stream: TcpStream, mut shared: Shared) {
     }
 }
 
-async fn tls_connection(stream: TcpStream, acceptor: TlsAcceptor, mut shared: Shared) {
+async fn tls_connection<S: Service>(
+    stream: TcpStream,
+    acceptor: TlsAcceptor,
+    mut shared: Shared<S>,
+) {
     let accepted = before_shutdown(&mut shared, "TLS handshake", acceptor.accept(stream)).await;
     let Some(tls) = accepted else {
         return;
@@ -559,21 +562,23 @@ async fn tls_connection(stream: TcpStream, acceptor: TlsAcceptor, mut shared: Sh
     }
 }
 
-async fn serve_h1<IO>(io: IO, shared: Shared, scheme: RequestScheme)
+async fn serve_h1<IO, S>(io: IO, shared: Shared<S>, scheme: RequestScheme)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Service,
 {
-    let _open = shared.frontend.connection(Protocol::H1);
-    let limits = shared.limits;
-    super::h1::serve(io, shared.frontend, scheme, shared.shutdown, limits).await
+    let _open = shared.service.counters().connection(Protocol::H1);
+    let limits = shared.limits.h1();
+    super::h1::serve(io, shared.service, scheme, shared.shutdown, limits).await
 }
 
-async fn serve_h2<IO>(io: IO, shared: Shared, scheme: RequestScheme)
+async fn serve_h2<IO, S>(io: IO, shared: Shared<S>, scheme: RequestScheme)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Service,
 {
-    let _open = shared.frontend.connection(Protocol::H2);
-    super::h2::serve(io, shared.frontend, scheme, shared.shutdown, shared.h2).await
+    let _open = shared.service.counters().connection(Protocol::H2);
+    super::h2::serve(io, shared.service, scheme, shared.shutdown, shared.h2).await
 }
 
 #[cfg(test)]

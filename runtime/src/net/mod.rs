@@ -1,23 +1,23 @@
-//! IO drivers: listeners, TLS, and the protocol engines that run on them.
+//! IO drivers: listeners, TLS, and the protocol engines that run on them. They hand
+//! requests to a [`Service`] and know nothing of what answers them.
 
-pub mod access_log;
 pub mod cert;
 pub mod conn_gate;
-pub mod frontend;
 pub mod h1;
 pub mod h2;
 pub mod h3;
 pub mod handler;
+mod io_fault;
 pub mod listener;
 pub mod request_body;
 mod response_fields;
-pub mod response_hook;
 mod reuseport;
 mod rewind;
+pub mod service;
 mod sniff;
-pub mod tally;
 pub mod tls;
+pub mod uri;
 
-pub use access_log::AccessLog;
-pub use frontend::Frontend;
 pub use listener::Listeners;
+pub use service::{Counters, Service};
+pub use uri::RequestScheme;

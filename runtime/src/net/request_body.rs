@@ -65,12 +65,6 @@ impl std::fmt::Display for BodyGone {
 
 impl std::error::Error for BodyGone {}
 
-impl From<BodyGone> for wasmtime_wasi_http::Error {
-    fn from(_: BodyGone) -> Self {
-        wasmtime_wasi_http::Error::ConnectionTerminated
-    }
-}
-
 /// Chunks shorter than this are copied into the inbox's own buffer instead of kept as
 /// slices of the connection's read buffer: a 1-octet slice would pin a whole read.
 const COPY_BELOW: usize = 4096;

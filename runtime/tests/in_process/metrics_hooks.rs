@@ -10,8 +10,9 @@ use h2::client::SendRequest;
 use wedge::host::admission::{Admission, AdmissionLimits};
 use wedge::host::{App, ArtifactCache, Directory, Limits, Route, Serving, Site, Tenant};
 use wedge::metrics::Metrics;
+use wedge::net::Listeners;
 use wedge::net::h2::H2Config;
-use wedge::net::{AccessLog, Frontend, Listeners};
+use wedge::serve::{AccessLog, Frontend};
 
 use support::admin::parse_text::{Samples, parse};
 use support::engine::engine;

@@ -20,7 +20,7 @@ use super::addr::parse_host;
 use super::host_args::{HostArgs, LISTENERS};
 use super::server::{self, Addresses, Started};
 use crate::host::{DevOverlay, Site, Tenant};
-use crate::net::AccessLog;
+use crate::serve::AccessLog;
 use project::{BuildFlags, Project};
 use reload::Reloader;
 

@@ -1,4 +1,4 @@
-//! HTTP/1.1 connections, served by hyper and dispatched to the host.
+//! HTTP/1.1 connections, served by hyper and dispatched to a [`Service`].
 
 mod chunk_budget;
 mod host_field;
@@ -7,7 +7,7 @@ mod request_body;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use http::{HeaderValue, Response, StatusCode, header};
+use http::{HeaderValue, Response, StatusCode, Uri, header};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -18,10 +18,9 @@ use tokio::sync::watch;
 pub use chunk_budget::{ChunkBudget, DEFAULT_CHUNK_BUDGET};
 use request_body::BodyReader;
 
-use super::frontend::Frontend;
-use super::listener::{ConnLimits, io_fault};
-use super::tally::TalliedBody;
-use crate::host::{RequestScheme, plain};
+use super::io_fault::io_fault;
+use super::service::Service;
+use super::uri::{self, RequestScheme};
 use crate::metrics::CloseReason;
 
 /// How long a client may take to send a request head, by default.
@@ -38,38 +37,51 @@ pub const DEFAULT_MAX_HEAD_SIZE: u32 = 64 << 10;
 /// hyper refuses (panics on) a read buffer below this.
 pub const MIN_MAX_HEAD_SIZE: u32 = 8192;
 
+/// What an HTTP/1.1 connection may take (the listener's `ConnLimits` hold them).
+#[derive(Debug, Clone, Copy)]
+pub struct H1Limits {
+    /// A request head, from when wedge starts waiting for it to its last octet.
+    pub header_read: Duration,
+    /// The largest request head, in octets (at least [`MIN_MAX_HEAD_SIZE`]).
+    pub max_head_size: u32,
+    /// Request body frames beyond what their octets pay for ([`ChunkBudget`]).
+    pub chunk_budget: u32,
+}
+
 /// Serves one HTTP/1.1 connection until the peer closes it or shutdown is
 /// signalled, in which case the request in flight finishes first. A request head
-/// not whole within `limits.h1_header_read` (counted from when wedge waits for it), or
-/// request bodies past `limits.h1_chunk_budget`, close the connection; a head past
-/// `limits.h1_max_head_size` octets is answered `431` and closes it.
+/// not whole within `limits.header_read` (counted from when wedge waits for it), or
+/// request bodies past `limits.chunk_budget`, close the connection; a head past
+/// `limits.max_head_size` octets is answered `431` and closes it.
 ///
 /// A client may half-close (shut down its sending side once its request is sent) and
 /// still gets its response. So a client that went away altogether is noticed only
 /// when its response is written: a handler that writes nothing runs on until it
 /// answers or its wall-time limit.
-pub async fn serve<IO>(
+pub async fn serve<IO, S>(
     io: IO,
-    frontend: Frontend,
+    service: S,
     scheme: RequestScheme,
     mut shutdown: watch::Receiver<bool>,
-    limits: ConnLimits,
+    limits: H1Limits,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Service,
 {
-    let header_read = limits.h1_header_read;
-    let frontend = frontend.for_connection();
-    let counted = frontend.clone();
-    let bodies = BodyReader::new(limits.h1_chunk_budget);
+    let header_read = limits.header_read;
+    let service = service.for_connection();
+    let counted = service.counters().clone();
+    let bodies = BodyReader::new(limits.chunk_budget);
     let flooded = bodies.flooded();
     let service = service_fn(move |request: hyper::Request<Incoming>| {
-        let frontend = frontend.clone();
+        let service = service.clone();
         let fault = host_field::host_fault(request.version(), request.headers());
         let expects_continue = request
             .headers()
             .get(header::EXPECT)
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-        let (parts, incoming) = request.into_parts();
+        let (mut parts, incoming) = request.into_parts();
+        parts.uri = absolute(parts.uri, &parts.headers, scheme);
         let started = match fault {
             None => Ok(bodies.start(incoming, expects_continue)),
             Some(fault) => Err(fault),
@@ -77,10 +89,10 @@ pub async fn serve<IO>(
         async move {
             let started = match started {
                 Ok(started) => started,
-                Err(fault) => return Ok(bad_request(&frontend, fault)),
+                Err(fault) => return Ok(bad_request(&service, fault)),
             };
             let request = hyper::Request::from_parts(parts, started.body);
-            let response = frontend.respond(request, scheme).await;
+            let response = service.call(request, scheme).await;
             if let Some(first_read) = started.first_read {
                 first_read.settled().await;
             }
@@ -92,7 +104,7 @@ pub async fn serve<IO>(
         .half_close(true)
         .timer(TokioTimer::new())
         .header_read_timeout(header_read)
-        .max_buf_size(limits.h1_max_head_size.max(MIN_MAX_HEAD_SIZE) as usize)
+        .max_buf_size(limits.max_head_size.max(MIN_MAX_HEAD_SIZE) as usize)
         .serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
     let served = async {
@@ -131,17 +143,29 @@ pub async fn serve<IO>(
     }
 }
 
+/// An origin-form target made absolute from the connection's scheme and the Host
+/// field, as HTTP/2 and HTTP/3 heads are. A target already absolute, or a request
+/// without a Host that makes an authority, keeps its target.
+fn absolute(target: Uri, fields: &http::HeaderMap, scheme: RequestScheme) -> Uri {
+    if target.scheme().is_some() {
+        return target;
+    }
+    let Some(host) = fields.get(header::HOST) else {
+        return target;
+    };
+    let path = target.path_and_query().map_or("/", |p| p.as_str());
+    uri::absolute(scheme.as_str().as_bytes(), host.as_bytes(), path.as_bytes()).unwrap_or(target)
+}
+
 /// `400` for a request that is not dispatched, closing the connection: what follows
 /// a malformed request is not trusted either.
-fn bad_request(frontend: &Frontend, fault: &str) -> Response<TalliedBody> {
-    frontend.closed(CloseReason::ProtocolError);
-    let mut response = plain(
-        StatusCode::BAD_REQUEST,
-        format!("400 Bad Request: {fault}\n"),
-    );
+fn bad_request<S: Service>(service: &S, fault: &str) -> Response<S::Body> {
+    service.counters().closed(CloseReason::ProtocolError);
+    let text = format!("400 Bad Request: {fault}\n");
+    let mut response = service.refuse(StatusCode::BAD_REQUEST, text);
     let close = HeaderValue::from_static("close");
     response.headers_mut().insert(header::CONNECTION, close);
-    frontend.finish(response, None)
+    response
 }
 
 /// The peer fault that ended a connection, if it was one (not, say, a response body

@@ -25,34 +25,36 @@ use tokio::time::{Instant, Sleep};
 use wedge_proto::h2::{Connection, ErrorCode, Event, StreamId};
 
 use crate::net::handler::trailer_map;
-pub use crate::net::handler::{AppHandler, Handler, ResponseStream};
+pub use crate::net::handler::{Handler, ResponseStream};
 pub use crate::net::request_body::{BodyGone, ConnStats, RequestBody};
+pub use crate::net::service::ToService;
 pub use config::H2Config;
 
-use crate::host::RequestScheme;
 use crate::metrics::CloseReason;
-use crate::net::frontend::Frontend;
-use crate::net::listener::io_fault;
+use crate::net::io_fault::io_fault;
 use crate::net::request_body::{Inbox, InboxPool};
+use crate::net::service::Service;
+use crate::net::uri::RequestScheme;
 use response::{Outgoing, Progress};
 use write_queue::WriteQueue;
 
 /// Serves one HTTP/2 connection (h2c after the preface sniff, or h2 after ALPN) until
 /// the peer leaves, a connection error, a timeout, or `shutdown`: then GOAWAY names the
 /// last stream taken and the streams in flight finish.
-pub async fn serve<IO>(
+pub async fn serve<IO, S>(
     io: IO,
-    frontend: Frontend,
+    service: S,
     scheme: RequestScheme,
     shutdown: watch::Receiver<bool>,
     config: Arc<H2Config>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Service,
 {
     let stats = Arc::new(ConnStats::default());
-    let handler = AppHandler::new(frontend.for_connection(), scheme, http::Version::HTTP_2);
+    let handler = ToService::new(service.for_connection(), scheme, http::Version::HTTP_2);
     if let Some(reason) = run(io, handler, shutdown, config, stats).await {
-        frontend.closed(reason);
+        service.counters().closed(reason);
     }
 }
 

@@ -1,6 +1,6 @@
 //! A response on its way out (DESIGN 4.1): the head as soon as the handler answers, then
 //! the body, taken from the handler only while the stream and connection windows are
-//! open. Between the body and the wire sits one chunk: with wasmtime's own one-chunk
+//! open. Between the body and the wire sits one chunk: with the wasm host's own one-chunk
 //! buffer that is about two DATA frames per stream, whatever the guest does.
 
 use std::pin::Pin;

@@ -16,18 +16,18 @@ use wedge_proto::h3::ErrorCode;
 
 pub use config::H3Config;
 
-use crate::host::RequestScheme;
 use crate::metrics::Protocol;
-use crate::net::frontend::Frontend;
-use crate::net::handler::AppHandler;
 use crate::net::request_body::ConnStats;
+use crate::net::service::Service;
+use crate::net::service::ToService;
+use crate::net::uri::RequestScheme;
 
 /// Accepts QUIC connections on `endpoint` until `shutdown`; then takes no new ones,
 /// lets each connection send GOAWAY and finish its requests, and waits for the
 /// endpoint to fall idle.
-pub async fn serve(
+pub async fn serve<S: Service>(
     endpoint: quinn::Endpoint,
-    frontend: Frontend,
+    service: S,
     config: Arc<H3Config>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -37,11 +37,12 @@ pub async fn serve(
         tokio::select! {
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
-                // Alt-Svc is for the TCP listener's clients (the frontend has no hook):
-                // HTTP/3 ones have found it.
-                let connection = frontend.for_client(incoming.remote_address()).for_connection();
-                let handler = AppHandler::new(connection, RequestScheme::Https, http::Version::HTTP_3);
-                let open = (frontend.accepted(), frontend.connection(Protocol::H3));
+                // Alt-Svc is for the TCP listener's clients (this service does not
+                // advertise HTTP/3): HTTP/3 ones have found it.
+                let connection = service.for_client(incoming.remote_address()).for_connection();
+                let handler = ToService::new(connection, RequestScheme::Https, http::Version::HTTP_3);
+                let counters = service.counters();
+                let open = (counters.accepted(), counters.connection(Protocol::H3));
                 let serving = connection::serve(
                     incoming,
                     handler,

@@ -14,14 +14,14 @@ use std::task::Poll;
 use bytes::{BufMut, Bytes};
 use h3::client::{RequestStream, SendRequest};
 use http::{Request, Response, StatusCode};
+use http_body_util::Full;
 use tokio::sync::watch;
 use wedge_proto::head::RequestHead;
 
 use super::Driver;
-use crate::host::ResponseBody;
 use crate::net::h3::H3Config;
 use crate::net::h3::response::tests::pair;
-use crate::net::handler::Handler;
+use crate::net::handler::{Handler, ResponseStream};
 use crate::net::request_body::{ConnStats, RequestBody};
 use counting_alloc::allocations;
 
@@ -29,15 +29,16 @@ use counting_alloc::allocations;
 struct Hello;
 
 impl Handler<RequestHead> for Hello {
-    type Body = ResponseBody;
-    type Future = std::future::Ready<Response<ResponseBody>>;
+    type Body = Full<Bytes>;
+    type Future = std::future::Ready<Response<Full<Bytes>>>;
 
     fn call(&self, _: &RequestHead, _: RequestBody) -> Self::Future {
-        std::future::ready(Response::new(ResponseBody::Full(Some(Bytes::from_static(
-            b"hello",
-        )))))
+        std::future::ready(Response::new(Full::new(Bytes::from_static(b"hello"))))
     }
 }
+
+/// A body in full: never cut off.
+impl ResponseStream for Full<Bytes> {}
 
 type Requests = SendRequest<h3_quinn::OpenStreams, Bytes>;
 

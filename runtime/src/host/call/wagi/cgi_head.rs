@@ -5,22 +5,10 @@
 //! Fields that frame the message on the wire are wedge's to write, so a program's
 //! are dropped; its `Content-Length` is kept and held to (see `stdout`).
 
-use std::fmt;
-
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
 
-/// Output that is not a CGI response: the program's fault, answered `502`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MalformedCgi(pub String);
-
-impl fmt::Display for MalformedCgi {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for MalformedCgi {}
+pub(crate) use crate::host::fault::MalformedCgi;
 
 /// A parsed response head.
 #[derive(Debug)]

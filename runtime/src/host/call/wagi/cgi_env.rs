@@ -14,14 +14,15 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use http::request::Parts;
+use http::uri::Scheme;
 use http::{Version, header};
 
-use crate::host::{BASE_PATH, ClientAddr, RequestScheme};
+use crate::host::call::{BASE_PATH, ClientAddr};
 
 /// The program's environment for the request of `head`.
 pub(crate) fn variables(
     head: &Parts,
-    scheme: RequestScheme,
+    scheme: &Scheme,
     app_env: &[(String, String)],
 ) -> Vec<(String, String)> {
     let mut env: BTreeMap<String, String> = app_env.iter().cloned().collect();
@@ -39,7 +40,7 @@ pub(crate) fn variables(
     let (server_name, server_port) = server(head, scheme);
     set("SERVER_NAME", server_name.into());
     set("SERVER_PORT", server_port.to_string().into());
-    if matches!(scheme, RequestScheme::Https) {
+    if *scheme == Scheme::HTTPS {
         set("HTTPS", "on".into());
     }
     if let Some(ClientAddr(client)) = head.extensions.get() {
@@ -103,15 +104,12 @@ fn protocol(version: Version) -> &'static str {
 
 /// The host the request was sent to (its URI's, else its `Host` field's) and port
 /// (the one named, else the scheme's).
-fn server(head: &Parts, scheme: RequestScheme) -> (String, u16) {
+fn server(head: &Parts, scheme: &Scheme) -> (String, u16) {
     let authority = head.uri.authority().cloned().or_else(|| {
         let host = head.headers.get(header::HOST)?;
         host.to_str().ok()?.parse().ok()
     });
-    let default_port = match scheme {
-        RequestScheme::Http => 80,
-        RequestScheme::Https => 443,
-    };
+    let default_port = if *scheme == Scheme::HTTPS { 443 } else { 80 };
     match authority {
         Some(authority) => (
             authority.host().to_string(),
@@ -162,13 +160,13 @@ fn lossy(value: &[u8]) -> Cow<'_, str> {
 mod tests {
     use super::*;
 
-    fn env_of(request: http::Request<()>, scheme: RequestScheme) -> BTreeMap<String, String> {
+    fn env_of(request: http::Request<()>, scheme: Scheme) -> BTreeMap<String, String> {
         let (head, ()) = request.into_parts();
         let app = [
             ("GREETING".to_string(), "hi".to_string()),
             ("REQUEST_METHOD".to_string(), "forged".to_string()),
         ];
-        variables(&head, scheme, &app).into_iter().collect()
+        variables(&head, &scheme, &app).into_iter().collect()
     }
 
     #[test]
@@ -187,7 +185,7 @@ mod tests {
             .unwrap();
         let client = "[::ffff:192.0.2.7]:50000".parse().unwrap();
         request.extensions_mut().insert(ClientAddr(client));
-        let env = env_of(request, RequestScheme::Https);
+        let env = env_of(request, Scheme::HTTPS);
         let expected = [
             ("CONTENT_LENGTH", "5"),
             ("CONTENT_TYPE", "text/plain"),
@@ -222,7 +220,7 @@ mod tests {
             .header("host", "localhost")
             .body(())
             .unwrap();
-        let env = env_of(request, RequestScheme::Http);
+        let env = env_of(request, Scheme::HTTP);
         assert_eq!(env["SERVER_NAME"], "localhost");
         assert_eq!(env["SERVER_PORT"], "80");
         assert_eq!(env["HTTP_HOST"], "localhost");

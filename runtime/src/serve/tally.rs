@@ -14,9 +14,9 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::Instant;
 
 use super::access_log::{AccessLog, Ending, Entry};
-use super::handler::ResponseStream;
 use crate::host::{BodyError, ResponseBody, Serving, Tenant};
 use crate::metrics::{AppMetrics, Metrics, Open, Protocol};
+use crate::net::handler::ResponseStream;
 
 /// One request's record, finished when its response body is done or dropped.
 pub struct Tally {

@@ -1,19 +1,20 @@
 //! Where every engine (HTTP/1.1, HTTP/2, HTTP/3) hands a request: the site's routes
 //! to its apps, what the listener adds to responses, the access log and the metrics.
+//! The engines see it as a [`Service`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
-use http_body::Body;
 
 use super::access_log::AccessLog;
 use super::response_hook::ResponseHook;
 use super::tally::{InFlight, TalliedBody, Tally};
 use crate::host::admission::Abandoned;
-use crate::host::{BASE_PATH, ClientAddr, DevOverlay, RequestScheme, ResponseBody, Site, plain};
-use crate::metrics::{CloseReason, Metrics, Open, Protocol, WorkerMetrics};
+use crate::host::{BASE_PATH, ClientAddr, DevOverlay, ResponseBody, Site, plain};
+use crate::metrics::{Metrics, Protocol};
+use crate::net::request_body::RequestBody;
+use crate::net::{Counters, RequestScheme, Service};
 
 /// One listener's way to the apps; cheap to clone per connection.
 #[derive(Clone)]
@@ -23,9 +24,8 @@ pub struct Frontend {
     /// `wedge dev`'s build state: its paths, and what its responses get.
     overlay: Option<Arc<DevOverlay>>,
     access_log: AccessLog,
-    metrics: Option<Arc<Metrics>>,
-    /// The worker serving this listener's connections, when counting.
-    worker: Option<WorkerMetrics>,
+    /// Counts connections and requests, when the metrics are on.
+    counters: Counters,
     /// The requests this frontend's connection abandoned that still run (one
     /// connection's: see [`Frontend::for_connection`]).
     abandoned: Abandoned,
@@ -41,34 +41,16 @@ impl Frontend {
             hook: ResponseHook::none(),
             overlay: None,
             access_log,
-            metrics: None,
-            worker: None,
+            counters: Counters::default(),
             abandoned: Abandoned::default(),
             client: None,
-        }
-    }
-
-    /// The same way to the apps for a connection from `client`.
-    pub fn for_client(&self, client: SocketAddr) -> Self {
-        Frontend {
-            client: Some(client),
-            ..self.clone()
-        }
-    }
-
-    /// The same way to the apps for one new connection, which counts the requests
-    /// its client abandons on its own.
-    pub fn for_connection(&self) -> Self {
-        Frontend {
-            abandoned: Abandoned::default(),
-            ..self.clone()
         }
     }
 
     /// The same way to the apps, counting connections and requests in `metrics`.
     pub fn with_metrics(self, metrics: Arc<Metrics>) -> Self {
         Frontend {
-            metrics: Some(metrics),
+            counters: Counters::new(metrics),
             ..self
         }
     }
@@ -85,59 +67,31 @@ impl Frontend {
     /// The same way to the apps, counting the connections worker `index` accepts.
     pub fn for_worker(self, index: usize) -> Self {
         Frontend {
-            worker: self.metrics.as_ref().map(|m| m.worker(index)),
+            counters: self.counters.for_worker(index),
             ..self
-        }
-    }
-
-    /// Counts a connection this worker accepted, open until the guard is dropped.
-    pub fn accepted(&self) -> Option<Open> {
-        self.worker.as_ref().map(WorkerMetrics::accepted)
-    }
-
-    /// Counts a connection over `protocol` as open until the guard is dropped.
-    pub fn connection(&self, protocol: Protocol) -> Option<Open> {
-        self.metrics.as_ref().map(|m| m.connection(protocol))
-    }
-
-    /// Counts a connection ended for a peer fault.
-    pub fn closed(&self, reason: CloseReason) {
-        if let Some(metrics) = &self.metrics {
-            metrics.closed(reason);
-        }
-    }
-
-    /// The same way to the apps, with `hook` applied to every response.
-    pub fn with_hook(&self, hook: ResponseHook) -> Self {
-        Frontend {
-            hook,
-            ..self.clone()
         }
     }
 
     /// Answers `request` with the app its host and path route to (its version
     /// current now), or 404 when no route matches.
-    pub async fn respond<B>(
+    pub async fn respond(
         &self,
-        mut request: Request<B>,
+        mut request: Request<RequestBody>,
         scheme: RequestScheme,
-    ) -> Response<TalliedBody>
-    where
-        B: Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: Into<wasmtime_wasi_http::Error>,
-    {
-        if let Some(worker) = &self.worker {
+    ) -> Response<TalliedBody> {
+        if let Some(worker) = self.counters.worker() {
             worker.request();
         }
         // Until its response is done: what a forced exit would cut off.
         let in_flight = InFlight::begin();
-        let mut tally = Tally::begin(self.access_log, self.metrics.as_ref(), &request);
+        let metrics = self.counters.metrics();
+        let mut tally = Tally::begin(self.access_log, metrics, &request);
         if let Some(answer) = self.overlay.as_ref().and_then(|o| o.answer(&request)) {
             return self.finish(answer, tally);
         }
         let host = authority(&request);
         let Some(mount) = self.site.route(host, request.uri().path()) else {
-            if let Some(metrics) = &self.metrics {
+            if let Some(metrics) = metrics {
                 metrics.unrouted(Protocol::of(request.version()));
             }
             let text = format!(
@@ -161,7 +115,9 @@ impl Frontend {
         if let Some(tally) = &mut tally {
             tally.set_app(&tenant, &serving);
         }
-        let response = serving.handle(request, scheme, &self.abandoned).await;
+        let response = serving
+            .handle(request, scheme.into(), &self.abandoned)
+            .await;
         self.finish(response, tally)
             .map(|body| body.in_flight(in_flight))
     }
@@ -181,6 +137,50 @@ impl Frontend {
         let (head, body) = response.into_parts();
         let body = TalliedBody::new(body, &head, tally);
         Response::from_parts(head, body)
+    }
+}
+
+impl Service for Frontend {
+    type Body = TalliedBody;
+
+    fn call(
+        &self,
+        request: Request<RequestBody>,
+        scheme: RequestScheme,
+    ) -> impl Future<Output = Response<TalliedBody>> + Send + 'static {
+        let frontend = self.clone();
+        async move { frontend.respond(request, scheme).await }
+    }
+
+    fn refuse(&self, status: StatusCode, text: String) -> Response<TalliedBody> {
+        self.finish(plain(status, text), None)
+    }
+
+    /// One connection counts the requests its client abandons on its own.
+    fn for_connection(&self) -> Self {
+        Frontend {
+            abandoned: Abandoned::default(),
+            ..self.clone()
+        }
+    }
+
+    /// Each request carries `client` (a WAGI program's `REMOTE_ADDR`).
+    fn for_client(&self, client: SocketAddr) -> Self {
+        Frontend {
+            client: Some(client),
+            ..self.clone()
+        }
+    }
+
+    fn with_h3_on(&self, port: u16) -> Self {
+        Frontend {
+            hook: ResponseHook::advertise_h3(port),
+            ..self.clone()
+        }
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
     }
 }
 

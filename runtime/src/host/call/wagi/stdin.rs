@@ -1,7 +1,7 @@
 //! A WAGI program's stdin: the request body, read from the client only as the
 //! program reads it (one frame ahead at most), so a program that never reads holds
 //! back its own request and nothing else. The body arrives bounded by the app's
-//! `max_body` (a [`LimitedBody`](crate::host::body::LimitedBody)): past it, the read
+//! `max_body` (a [`LimitedBody`](crate::host::request_body::LimitedBody)): past it, the read
 //! fails.
 
 use std::pin::Pin;

@@ -1,158 +1,25 @@
-//! Bodies crossing the host boundary: the request body with its size limit,
-//! and the response body that ends cleanly only if the guest call succeeded.
+//! A fresh instance's response body, and how its call's outcome reaches it: the body
+//! ends cleanly only if the guest call succeeded.
 
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::combinators::UnsyncBoxBody;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep, sleep_until};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
-use super::fault::Fault;
-use crate::metrics::AppMetrics;
-
-/// A request body that fails once more than `limit` octets were read from it. Whether
-/// the guest's response head is sent or replaced by a 413 is [`OverLimit`]'s to say.
-pub struct LimitedBody<B>(Arc<Limited<B>>);
-
-/// The host's view of a [`LimitedBody`] the guest owns.
-pub struct OverLimit<B>(Arc<Limited<B>>);
-
-struct Limited<B> {
-    limit: u64,
-    reading: Mutex<Reading<B>>,
-    /// Counts what was read, once, when the body is gone.
-    metrics: Arc<AppMetrics>,
-}
-
-impl<B> Drop for Limited<B> {
-    fn drop(&mut self) {
-        let read = self
-            .reading
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .read;
-        self.metrics.request_body_read(read);
-    }
-}
-
-struct Reading<B> {
-    inner: B,
-    /// Octets handed to the guest so far.
-    read: u64,
-    /// A chunk would have taken `read` past the limit: the body failed.
-    exceeded: bool,
-}
-
-impl<B> Limited<B> {
-    fn lock(&self) -> MutexGuard<'_, Reading<B>> {
-        crate::sync::lock(&self.reading)
-    }
-}
-
-impl<B> LimitedBody<B> {
-    /// `inner` limited to `limit` octets, and the host's view of it; what the
-    /// guest read is counted in `metrics`.
-    pub fn new(inner: B, limit: u64, metrics: Arc<AppMetrics>) -> (Self, OverLimit<B>) {
-        let limited = Arc::new(Limited {
-            limit,
-            reading: Mutex::new(Reading {
-                inner,
-                read: 0,
-                exceeded: false,
-            }),
-            metrics,
-        });
-        (LimitedBody(limited.clone()), OverLimit(limited))
-    }
-}
-
-impl<B: Body> OverLimit<B> {
-    /// Whether the body is over its limit: the guest read past it, or more has arrived
-    /// than the limit leaves (the body's size hint counts what waits to be read). Asked
-    /// when the guest's head comes, so a body found too large before the head left
-    /// gets a 413 whether or not the guest has read that far: HTTP/2 and HTTP/3 hand
-    /// the body over in pieces, and the head may be taken between two of them.
-    pub fn get(&self) -> bool {
-        let reading = self.0.lock();
-        let arrived = reading
-            .read
-            .saturating_add(reading.inner.size_hint().lower());
-        reading.exceeded || arrived > self.0.limit
-    }
-}
-
-impl<B> Body for LimitedBody<B>
-where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: Into<wasmtime_wasi_http::Error>,
-{
-    type Data = Bytes;
-    type Error = wasmtime_wasi_http::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let limit = self.0.limit;
-        let mut reading = self.0.lock();
-        let frame = match ready!(Pin::new(&mut reading.inner).poll_frame(cx)) {
-            None => return Poll::Ready(None),
-            Some(Err(err)) => return Poll::Ready(Some(Err(err.into()))),
-            Some(Ok(frame)) => frame,
-        };
-        if let Some(data) = frame.data_ref() {
-            let read = reading.read + data.len() as u64;
-            if read > limit {
-                reading.exceeded = true;
-                return Poll::Ready(Some(Err(wasmtime_wasi_http::Error::HttpRequestBodySize(
-                    Some(limit),
-                ))));
-            }
-            reading.read = read;
-        }
-        Poll::Ready(Some(Ok(frame)))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.0.lock().inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.0.lock().inner.size_hint()
-    }
-}
-
-/// Why a response body did not end cleanly.
-#[derive(Debug)]
-pub enum BodyError {
-    /// The guest failed after the response head was sent.
-    Aborted(Fault),
-    /// The guest's body stream reported an error.
-    Guest(wasmtime_wasi_http::Error),
-}
-
-impl std::fmt::Display for BodyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BodyError::Aborted(fault) => write!(f, "response aborted: {fault}"),
-            BodyError::Guest(err) => write!(f, "response body failed: {err}"),
-        }
-    }
-}
-
-impl std::error::Error for BodyError {}
+use super::CallGuard;
+use crate::host::fault::Fault;
+use crate::host::response_body::{BodyError, BoundBody};
 
 /// The result of a guest call, sent when the call returns.
 pub type Outcome = Result<(), Fault>;
 
 /// What a guest call gave first.
-pub(crate) enum First<R> {
+pub(in crate::host::call) enum First<R> {
     /// Its response (`Err`: the outparam was dropped unset), and the call's outcome
     /// when it had already arrived (it must then reach the body's end from here).
     Response(
@@ -164,14 +31,14 @@ pub(crate) enum First<R> {
 }
 
 /// A call's outcome as its receiver gave it.
-pub(crate) type OutcomeReceived = Result<Outcome, oneshot::error::RecvError>;
+pub(in crate::host::call) type OutcomeReceived = Result<Outcome, oneshot::error::RecvError>;
 
 /// Waits for the guest's response or the end of its call, the response first when both
 /// are in. The call sends its response before its outcome, but runs on another worker:
 /// it may send both between this select's look at the response (empty) and its look at
 /// the outcome (there). So when the outcome comes first, the response is looked at once
 /// more: a guest that answered is never taken for one that did not.
-pub(crate) async fn first<R>(
+pub(in crate::host::call) async fn first<R>(
     response_rx: &mut oneshot::Receiver<R>,
     ended: impl Future<Output = OutcomeReceived>,
 ) -> First<R> {
@@ -186,7 +53,7 @@ pub(crate) async fn first<R>(
 }
 
 /// A receiver that gives `outcome` (a dropped sender if the call never reported).
-pub(crate) fn delivered(outcome: OutcomeReceived) -> oneshot::Receiver<Outcome> {
+pub(in crate::host::call) fn delivered(outcome: OutcomeReceived) -> oneshot::Receiver<Outcome> {
     let (tx, rx) = oneshot::channel();
     if let Ok(outcome) = outcome {
         let _ = tx.send(outcome);
@@ -210,14 +77,14 @@ pub struct GuestBody {
     /// Armed only once a stalled stream asks.
     timer: Option<Pin<Box<Sleep>>>,
     /// Kept so that dropping the body (peer gone) stops the guest call.
-    call: super::dispatch::CallGuard,
+    call: CallGuard,
 }
 
 impl GuestBody {
-    pub(crate) fn new(
+    pub(in crate::host::call) fn new(
         inner: HyperOutgoingBody,
         outcome: oneshot::Receiver<Outcome>,
-        call: super::dispatch::CallGuard,
+        call: CallGuard,
         deadline: Instant,
     ) -> Self {
         GuestBody {
@@ -231,7 +98,9 @@ impl GuestBody {
             call,
         }
     }
+}
 
+impl BoundBody for GuestBody {
     /// Ready once the response cannot complete: the guest call failed (a trap, its
     /// CPU or wall time, ...), or it succeeded and what is left of its body still
     /// waits on the peer at the request's deadline. A call still running needs no
@@ -317,74 +186,9 @@ impl Body for GuestBody {
     fn is_end_stream(&self) -> bool {
         self.inner_done && self.outcome.is_none() && self.trailers.is_none()
     }
-}
-
-/// What the protocol engines send back: a body wedge wrote itself or the
-/// guest's streamed body (from a fresh instance, or a reused one).
-pub enum ResponseBody {
-    Full(Option<Bytes>),
-    Guest(GuestBody),
-    Reused(super::reuse::ReusedBody),
-    /// A page with `wedge dev`'s build banner spliced in.
-    Spliced(Box<super::dev_overlay::Spliced>),
-    /// A body wedge streams itself (`wedge dev`'s build events).
-    Stream(UnsyncBoxBody<Bytes, BodyError>),
-}
-
-impl ResponseBody {
-    pub fn text(text: impl Into<Bytes>) -> Self {
-        ResponseBody::Full(Some(text.into()))
-    }
-
-    /// Ready once the response can no longer complete (its request's time is up, or
-    /// its guest failed); asked by an engine whose stream is stalled on the peer's
-    /// flow control, which then resets the stream.
-    pub fn poll_cut_off(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        match self {
-            ResponseBody::Full(_) | ResponseBody::Stream(_) => Poll::Pending,
-            ResponseBody::Guest(body) => body.poll_cut_off(cx),
-            ResponseBody::Reused(body) => body.poll_cut_off(cx),
-            ResponseBody::Spliced(body) => body.poll_cut_off(cx),
-        }
-    }
-}
-
-impl Body for ResponseBody {
-    type Data = Bytes;
-    type Error = BodyError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        match self.get_mut() {
-            ResponseBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            ResponseBody::Guest(body) => Pin::new(body).poll_frame(cx),
-            ResponseBody::Reused(body) => Pin::new(body).poll_frame(cx),
-            ResponseBody::Spliced(body) => Pin::new(&mut **body).poll_frame(cx),
-            ResponseBody::Stream(body) => Pin::new(body).poll_frame(cx),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            ResponseBody::Full(bytes) => bytes.is_none(),
-            ResponseBody::Guest(body) => body.is_end_stream(),
-            ResponseBody::Reused(body) => body.is_end_stream(),
-            ResponseBody::Spliced(body) => body.is_end_stream(),
-            ResponseBody::Stream(body) => body.is_end_stream(),
-        }
-    }
 
     fn size_hint(&self) -> SizeHint {
-        match self {
-            ResponseBody::Full(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
-            ResponseBody::Full(None) => SizeHint::with_exact(0),
-            ResponseBody::Guest(body) => body.inner.size_hint(),
-            ResponseBody::Reused(body) => body.size_hint(),
-            ResponseBody::Spliced(body) => body.size_hint(),
-            ResponseBody::Stream(body) => body.size_hint(),
-        }
+        self.inner.size_hint()
     }
 }
 

@@ -1,0 +1,259 @@
+//! How wedge's reused instances live: how many requests an instance takes at once
+//! and in all, the CPU meter per request, when an idle or overdue instance goes, and
+//! what a request is told of its instance's fate. wasmtime-wasi-http's
+//! `ProxyHandler` asks this through its `HandlerState`, `WorkerState` and
+//! `WorkerExpiration` hooks.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::task::{Context, Poll, ready};
+
+use futures_util::task::AtomicWaker;
+use tokio::sync::oneshot;
+use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
+use wasmtime::component::GuestTaskId;
+use wasmtime::{Store, StoreContextMut};
+use wasmtime_wasi_http::WasiHttpView;
+use wasmtime_wasi_http::handler::{
+    HandlerState, Instance, ShouldAccept, WorkerExpiration, WorkerState, WorkerStatus,
+};
+
+use super::claim::{Claim, Failed, Shared, Ticket};
+use crate::host::app::{App, AppInstances};
+use crate::host::fault::Fault;
+use crate::host::limits::host_memory::{self, suspending};
+use crate::host::store::GuestState;
+use crate::metrics::Open;
+use crate::sync::lock;
+
+/// A request on its instance while the worker keeps its expiry: holds its claim;
+/// when it ends, leaves the request to be told how the instance fared.
+struct InFlight {
+    shared: Arc<Shared>,
+    verdict: Option<oneshot::Sender<Option<Fault>>>,
+    claim: Option<Arc<Claim>>,
+}
+
+impl InFlight {
+    /// The request expired: its guest code runs on, so its claim (its slot) stays
+    /// with the instance until the instance is gone.
+    fn expire(mut self) {
+        self.keep_claim_with_instance();
+    }
+
+    fn keep_claim_with_instance(&mut self) {
+        if let Some(claim) = self.claim.take() {
+            lock(&self.shared.expired).push(claim);
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        // Dropped unanswered with its instance (overdue): the slot waits for the
+        // store to be gone, as an expired request's does.
+        if self.shared.overdue.load(Ordering::Acquire) {
+            self.keep_claim_with_instance();
+        }
+        if let Some(verdict) = self.verdict.take() {
+            lock(&self.shared.ended).push(verdict);
+        }
+    }
+}
+
+impl HandlerState for AppInstances {
+    type StoreData = GuestState;
+    type WorkerExpiration = Expiry;
+    type WorkerState = InstanceState;
+
+    async fn instantiate(&self) -> wasmtime::Result<Instance<GuestState, Expiry, InstanceState>> {
+        let Some(app) = self.app.upgrade() else {
+            return Err(Failed(Fault::Internal("the app version was unloaded".into())).into());
+        };
+        let mut store = app.new_store(None);
+        let running = app.metrics.instance();
+        let deadline = Instant::now() + app.limits.wall_time;
+        let Some(pre) = app.pre.either() else {
+            let never = "a WAGI program's instance is never reused";
+            return Err(Failed(Fault::Internal(never.into())).into());
+        };
+        let instantiated = timeout_at(deadline, pre.instantiate_async(&mut store));
+        let proxy = match suspending(instantiated).await {
+            Err(_) => {
+                let limit = app.limits.wall_time;
+                return Err(Failed(Fault::WallTime {
+                    limit,
+                    started: false,
+                })
+                .into());
+            }
+            Ok(Err(err)) => return Err(Failed(Fault::from_call_error(err, store.data())).into()),
+            Ok(Ok(proxy)) => proxy,
+        };
+        store.data_mut().cpu.share_among_requests();
+        let shared = Arc::new(Shared {
+            claims: AtomicUsize::new(0),
+            expired: Mutex::new(Vec::new()),
+            claim_released: AtomicWaker::new(),
+            overdue: AtomicBool::new(false),
+            fate: OnceLock::new(),
+            ended: Mutex::new(Vec::new()),
+        });
+        let reuse = &app.limits.reuse;
+        let concurrency = if app.pre.is_p3() {
+            reuse.concurrency
+        } else {
+            1
+        };
+        let requests = reuse.requests.unwrap_or(if app.pre.is_p3() {
+            crate::host::limits::DEFAULT_P3_INSTANCE_REUSE
+        } else {
+            1
+        });
+        Ok(Instance {
+            store,
+            proxy,
+            view: <GuestState as WasiHttpView>::http,
+            expiration: Expiry {
+                wall_time: app.limits.wall_time,
+                idle: reuse.idle,
+                timer: Box::pin(sleep_until(Instant::now() + reuse.idle)),
+                shared: shared.clone(),
+            },
+            state: InstanceState {
+                concurrency: concurrency as usize,
+                requests: requests as usize,
+                app,
+                shared,
+                _running: running,
+            },
+        })
+    }
+}
+
+/// One instance's policy: how many requests it takes, the CPU meter per request,
+/// and what it leaves behind when it goes.
+pub(crate) struct InstanceState {
+    app: Arc<App>,
+    /// Requests it serves at once, and in all.
+    concurrency: usize,
+    requests: usize,
+    shared: Arc<Shared>,
+    /// Counts the instance as running until the worker is gone.
+    _running: Open,
+}
+
+impl WorkerState for InstanceState {
+    type StoreData = GuestState;
+    type RequestData = Ticket;
+
+    fn should_accept_request(&self, concurrent: usize, total: usize) -> ShouldAccept {
+        if total >= self.requests {
+            ShouldAccept::Never
+        } else if concurrent >= self.concurrency {
+            ShouldAccept::No
+        } else {
+            ShouldAccept::Yes
+        }
+    }
+
+    fn on_request_start(
+        &self,
+        mut store: StoreContextMut<'_, GuestState>,
+        ticket: Ticket,
+        _task: GuestTaskId,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + Sync>> {
+        let claim: Weak<dyn Send + Sync> = Arc::downgrade(&ticket.claim) as Weak<Claim>;
+        // A WASI 0.2 call leaves nothing running once it returned; a WASI 0.3 task
+        // may (its body, work after the response), even one at a time.
+        let one_at_a_time = !self.app.pre.is_p3();
+        store.data_mut().admit_request(claim, one_at_a_time);
+        self.shared.claims.fetch_add(1, Ordering::AcqRel);
+        let _ = ticket.claim.instance.set(self.shared.clone());
+        let in_flight = InFlight {
+            shared: self.shared.clone(),
+            verdict: Some(ticket.verdict),
+            claim: Some(ticket.claim),
+        };
+        // Resolving expires the request (504); the worker then takes no more and
+        // goes once the others are done.
+        Box::pin(async move {
+            sleep_until(ticket.deadline).await;
+            in_flight.expire();
+        })
+    }
+
+    fn drop(&self, store: Store<GuestState>, result: wasmtime::Result<()>) {
+        let fault = match result {
+            Ok(()) => None,
+            Err(_) if self.shared.overdue.load(Ordering::Acquire) => Some(Fault::WallTime {
+                limit: self.app.limits.wall_time,
+                started: true,
+            }),
+            Err(err) => Some(Fault::from_call_error(err, store.data())),
+        };
+        if let Some(fault) = &fault {
+            self.app.output.warn(format_args!(
+                "instance dropped ({fault}); requests still on it fail"
+            ));
+        }
+        // Told before the store goes: a body wasmtime ends when the store is dropped
+        // must find the instance's failure already recorded.
+        let _ = self.shared.fate.set(fault.clone());
+        self.shared.settle(fault.as_ref());
+        drop(store);
+        // Only now, with the instance's memory back in the pool, may the requests
+        // that expired on it give their slots back. (ProxyHandler calls this for
+        // every worker, also one whose task panicked or was dropped, so this also
+        // breaks the cycle the expired claims make back to `shared`.)
+        lock(&self.shared.expired).clear();
+    }
+}
+
+/// When a worker's instance goes, judged outside its event loop: idle past
+/// `instance_idle` (a clean end), or past the wall-clock limit with requests or
+/// post-return work still running (overdue: they fail).
+pub(crate) struct Expiry {
+    wall_time: std::time::Duration,
+    idle: std::time::Duration,
+    timer: Pin<Box<Sleep>>,
+    shared: Arc<Shared>,
+}
+
+impl WorkerExpiration for Expiry {
+    fn poll(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        status: WorkerStatus,
+        start: std::time::Instant,
+    ) -> Poll<()> {
+        // Polled whenever a poll of the worker's event loop returns pending: a host
+        // call that parked there left its instance's account current.
+        host_memory::suspend();
+        let this = self.get_mut();
+        // Polled only when the worker's event loop is waiting: it lives on past every
+        // request that ended before.
+        this.shared.settle(None);
+        // An instance running nothing but expired requests' guest code goes now: it
+        // takes no more requests, and their slots wait for it.
+        this.shared.claim_released.register(cx.waker());
+        if status != WorkerStatus::Requests && this.shared.only_expired_left() {
+            this.shared.overdue.store(true, Ordering::Release);
+            return Poll::Ready(());
+        }
+        let limit = match status {
+            WorkerStatus::Idle => this.idle,
+            WorkerStatus::Requests | WorkerStatus::PostReturn => this.wall_time,
+        };
+        let deadline = Instant::from_std(start) + limit;
+        if this.timer.deadline() != deadline {
+            this.timer.as_mut().reset(deadline);
+        }
+        ready!(this.timer.as_mut().poll(cx));
+        if status != WorkerStatus::Idle {
+            this.shared.overdue.store(true, Ordering::Release);
+        }
+        Poll::Ready(())
+    }
+}
