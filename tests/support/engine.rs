@@ -9,12 +9,11 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use wedge::host::{
-    App, ArtifactCache, Executor, Limits, PoolConfig, Serving, Site, Tenant, build_engine,
-};
+use wedge::host::{App, ArtifactCache, Executor, Limits, PoolConfig, build_engine};
 use wedge::net::RequestScheme;
 use wedge::net::h2::{ConnStats, H2Config, Handler};
 use wedge::serve::{AccessLog, Frontend};
+use wedge::tenancy::{Serving, Site, Tenant};
 
 use crate::h2::client_with;
 use crate::{example, temp_dir};

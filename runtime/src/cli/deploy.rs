@@ -9,7 +9,7 @@ use http::{Method, StatusCode};
 
 use super::admin_client::{AdminClientArgs, reason};
 use crate::admin::upload::{self, File};
-use crate::host::Route;
+use crate::tenancy::Route;
 
 #[derive(Args)]
 pub struct DeployArgs {

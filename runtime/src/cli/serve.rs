@@ -17,10 +17,11 @@ use super::server::{self, Addresses, Started};
 use super::target::Target;
 use crate::admin::{Admin, Endpoint};
 use crate::config::{self, Config};
-use crate::host::{App, Executor, Serving, Site, Tenant};
+use crate::host::{App, Executor};
 use crate::metrics::{AppMetrics, Metrics};
 use crate::serve::AccessLog;
 use crate::tenancy::Tenancy;
+use crate::tenancy::{Serving, Site, Tenant};
 
 #[derive(Args)]
 pub struct ServeArgs {

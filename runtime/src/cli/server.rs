@@ -16,11 +16,12 @@ use crate::admin::Readiness;
 use crate::host::admission::Admission;
 use crate::host::keyvalue::{KeyValue, KeyValueHost};
 use crate::host::outbound::Outbound;
-use crate::host::{self, ArtifactCache, DevOverlay, Executor, Limits, PoolConfig, Site};
+use crate::host::{self, ArtifactCache, DevOverlay, Executor, Limits, PoolConfig};
 use crate::metrics::Metrics;
 use crate::net::{Listeners, cert};
 use crate::serve::server::{Tls, bind_workers, start_workers};
 use crate::serve::{AccessLog, Frontend};
+use crate::tenancy::Site;
 
 /// What an app is loaded with.
 pub struct Host {

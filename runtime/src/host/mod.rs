@@ -20,14 +20,12 @@ pub mod outbound_client;
 mod request_body;
 mod response;
 mod response_body;
-mod site;
-mod slot;
 mod store;
 mod vars;
 
 // The plain values apps are configured with, shared with the config parser, which
 // reads them without wasmtime in the wedge-config crate.
-pub use wedge_config::{executor, outbound, routes};
+pub use wedge_config::{executor, outbound};
 
 pub use app::App;
 pub use build_failure::BuildFailure;
@@ -41,6 +39,3 @@ pub use limits::Limits;
 pub use request_body::IncomingBody;
 pub use response::plain;
 pub use response_body::{BodyError, BoundBody, ResponseBody};
-pub use routes::{DuplicateRoute, Route, RouteTable};
-pub use site::{Directory, Mount, Site, Tenant};
-pub use slot::{AppSlot, Serving};

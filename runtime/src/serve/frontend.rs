@@ -11,10 +11,11 @@ use super::access_log::AccessLog;
 use super::response_hook::ResponseHook;
 use super::tally::{InFlight, TalliedBody, Tally};
 use crate::host::admission::Abandoned;
-use crate::host::{BASE_PATH, ClientAddr, DevOverlay, ResponseBody, Site, plain};
+use crate::host::{BASE_PATH, ClientAddr, DevOverlay, ResponseBody, plain};
 use crate::metrics::{Metrics, Protocol};
 use crate::net::request_body::RequestBody;
 use crate::net::{Counters, RequestScheme, Service};
+use crate::tenancy::Site;
 
 /// One listener's way to the apps; cheap to clone per connection.
 #[derive(Clone)]

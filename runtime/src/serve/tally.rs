@@ -14,9 +14,10 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::Instant;
 
 use super::access_log::{AccessLog, Ending, Entry};
-use crate::host::{BodyError, ResponseBody, Serving, Tenant};
+use crate::host::{BodyError, ResponseBody};
 use crate::metrics::{AppMetrics, Metrics, Open, Protocol};
 use crate::net::handler::ResponseStream;
+use crate::tenancy::{Serving, Tenant};
 
 /// One request's record, finished when its response body is done or dropped.
 pub struct Tally {

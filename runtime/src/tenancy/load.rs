@@ -9,10 +9,11 @@ use anyhow::{Context, Result, anyhow};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 
+use super::{Directory, Serving, Tenant};
 use crate::config::{AppConfig, ComponentSource};
 use crate::host::admission::Admission;
 use crate::host::keyvalue::KeyValueHost;
-use crate::host::{App, ArtifactCache, Directory, Serving, Tenant};
+use crate::host::{App, ArtifactCache};
 use crate::metrics::Metrics;
 use crate::oci::{Reference, Registry};
 

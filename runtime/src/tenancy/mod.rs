@@ -2,9 +2,13 @@
 //! admin API, loaded into the site the listeners serve. Every change (a config
 //! reload, a deploy, a removal) builds a new directory and swaps it in whole:
 //! requests in flight finish on what they started with; apps that did not change
-//! keep their tenant (compiled component, slots, queue).
+//! keep their tenant (compiled component, slots, queue). Routing is here too: which
+//! tenant a request's host and path reach (`routing`), and the version of an app a
+//! tenant serves now (`slot`).
 
 mod load;
+mod routing;
+mod slot;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,11 +18,16 @@ use tokio::sync::Mutex;
 use wasmtime::Engine;
 
 use crate::config::AppConfig;
+use crate::host::ArtifactCache;
 use crate::host::keyvalue::KeyValueHost;
-use crate::host::{ArtifactCache, Site};
 use crate::metrics::Metrics;
 use crate::oci::{Reference, Registry};
 use load::{Loaded, Loader};
+
+pub use routing::{Directory, Mount, Site, Tenant};
+pub use slot::{AppSlot, Serving};
+// The routes themselves are plain values, read by the config parser.
+pub use wedge_config::routes::{DuplicateRoute, Route, RouteTable};
 
 /// The apps served, where they came from, and the site they are served through.
 pub struct Tenancy {

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use h2::client::SendRequest;
 use wedge::host::admission::{Admission, AdmissionLimits};
-use wedge::host::{App, ArtifactCache, Directory, Limits, Route, Serving, Site, Tenant};
+use wedge::host::{App, ArtifactCache, Limits};
 use wedge::metrics::Metrics;
 use wedge::net::Listeners;
 use wedge::net::h2::H2Config;
 use wedge::serve::{AccessLog, Frontend};
+use wedge::tenancy::{Directory, Route, Serving, Site, Tenant};
 
 use support::admin::parse_text::{Samples, parse};
 use support::engine::engine;

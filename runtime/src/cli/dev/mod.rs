@@ -19,8 +19,9 @@ use clap::Args;
 use super::addr::parse_host;
 use super::host_args::{HostArgs, LISTENERS};
 use super::server::{self, Addresses, Started};
-use crate::host::{DevOverlay, Site, Tenant};
+use crate::host::DevOverlay;
 use crate::serve::AccessLog;
+use crate::tenancy::{Site, Tenant};
 use project::{BuildFlags, Project};
 use reload::Reloader;
 

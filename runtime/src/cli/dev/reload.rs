@@ -8,8 +8,9 @@ use sha2::{Digest, Sha256};
 use super::project::Project;
 use super::watch::Changes;
 use crate::cli::server::Host;
-use crate::host::{App, ArtifactCache, BuildFailure, DevOverlay, Executor, Serving, Tenant};
+use crate::host::{App, ArtifactCache, BuildFailure, DevOverlay, Executor};
 use crate::metrics::AppMetrics;
+use crate::tenancy::{Serving, Tenant};
 
 /// Builds and loads versions of one project.
 pub struct Reloader {

@@ -7,12 +7,8 @@ use std::sync::{Arc, RwLock};
 use http::uri::Scheme;
 use http::{Request, Response};
 
-use super::admission::Abandoned;
-use super::app::App;
-use super::build_failure::BuildFailure;
-use super::call;
-use super::request_body::IncomingBody;
-use super::response_body::ResponseBody;
+use crate::host::admission::Abandoned;
+use crate::host::{App, BuildFailure, IncomingBody, ResponseBody, call};
 
 /// What a slot holds: an app, or the reason there is none yet.
 #[derive(Clone)]

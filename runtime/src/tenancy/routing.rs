@@ -7,8 +7,8 @@ use std::sync::{Arc, RwLock};
 
 use http::HeaderValue;
 
-use super::routes::{DuplicateRoute, Route, RouteTable};
 use super::slot::{AppSlot, Serving};
+use wedge_config::routes::{DuplicateRoute, Route, RouteTable};
 
 /// One app a site serves: its name and the version it serves now.
 pub struct Tenant {
