@@ -90,7 +90,7 @@ impl CommandBuild {
         for relay in relays {
             let _ = relay.join();
         }
-        let output = std::mem::take(&mut *output.lock().unwrap_or_else(|p| p.into_inner()));
+        let output = std::mem::take(&mut *crate::sync::lock(&output));
         let status = status.map_err(|err| BuildFailed {
             summary: format!("waiting for `{}`: {err}", self.command),
             errors: output.clone(),
@@ -120,10 +120,7 @@ fn relay(
         while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
             let text = String::from_utf8_lossy(&line);
             eprint!("{}", shown(&text, colour));
-            output
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push_str(&text);
+            crate::sync::lock(&output).push_str(&text);
             line.clear();
         }
     })

@@ -47,7 +47,7 @@ impl BodyStdin {
     }
 
     fn lock(&self) -> MutexGuard<'_, Reader> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.0)
     }
 }
 

@@ -89,7 +89,7 @@ impl CgiStdout {
     }
 
     fn lock(&self) -> MutexGuard<'_, Output> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.0)
     }
 
     /// The program ended: its body ends with what it wrote. Its output was not a
@@ -269,7 +269,7 @@ impl Body for CgiBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let mut output = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut output = crate::sync::lock(&self.0);
         if let Some(chunk) = output.queue.pop_front() {
             output.queued -= chunk.len();
             if let Some(waker) = output.writer.take() {
@@ -285,14 +285,14 @@ impl Body for CgiBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        let output = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let output = crate::sync::lock(&self.0);
         output.ended && output.queue.is_empty()
     }
 }
 
 impl Drop for CgiBody {
     fn drop(&mut self) {
-        let mut output = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut output = crate::sync::lock(&self.0);
         output.reader_gone = true;
         if let Some(waker) = output.writer.take() {
             waker.wake();
