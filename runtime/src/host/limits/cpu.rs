@@ -210,7 +210,7 @@ mod tests {
         Duration::from_millis(n)
     }
 
-    /// A reused instance's meter, as `reuse.rs` sets it up.
+    /// A reused instance's meter, as `call/reused/policy.rs` sets it up.
     fn shared_meter() -> CpuMeter {
         let mut meter = CpuMeter::new(LIMIT);
         meter.share_among_requests();
