@@ -210,3 +210,19 @@ fn a_trap_after_the_head_cuts_the_body_off() {
     let traps = [("app", "probe"), ("kind", "trap")];
     assert_eq!(wedge.samples().get("wedge_guest_faults_total", &traps), 2.0);
 }
+
+/// Stopping wedge drops the workers of instances kept for reuse; that is not the
+/// guest's fault and is not logged as one (it was: "instance dropped (guest trapped:
+/// worker panicked)" for every idle instance at each SIGTERM).
+#[test]
+fn stopping_wedge_blames_no_kept_instance() {
+    let server = Server::start(&example("hello_p3"), &["--no-tls"]);
+    for _ in 0..3 {
+        let out = curl(&["--fail", &format!("{}/", server.url)]);
+        assert_eq!(out.stdout, b"Hello, world!\n");
+    }
+    support::sigterm(server.pid());
+    let (status, log) = server.wait_exit(std::time::Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(!log.contains("WARN"), "{log}");
+}

@@ -191,13 +191,21 @@ impl WorkerState for InstanceState {
                 limit: self.app.limits.wall_time,
                 started: true,
             }),
-            Err(err) => Some(Fault::from_call_error(err, store.data())),
+            Err(err) if worker_task_dropped(&err) => {
+                tracing::debug!(
+                    "app `{}`: an instance's worker task was dropped (shutdown)",
+                    self.app.name
+                );
+                Some(Fault::Internal("wedge stopped the instance".into()))
+            }
+            Err(err) => {
+                let fault = Fault::from_call_error(err, store.data());
+                self.app.output.warn(format_args!(
+                    "instance dropped ({fault}); requests still on it fail"
+                ));
+                Some(fault)
+            }
         };
-        if let Some(fault) = &fault {
-            self.app.output.warn(format_args!(
-                "instance dropped ({fault}); requests still on it fail"
-            ));
-        }
         // Told before the store goes: a body wasmtime ends when the store is dropped
         // must find the instance's failure already recorded.
         let _ = self.shared.fate.set(fault.clone());
@@ -209,6 +217,14 @@ impl WorkerState for InstanceState {
         // breaks the cycle the expired claims make back to `shared`.)
         lock(&self.shared.expired).clear();
     }
+}
+
+/// Whether `ProxyHandler` ended a worker because its task was dropped (the runtime
+/// drops its tasks at shutdown), not because the guest failed: its drop guard hands
+/// `HandlerState::drop` the same "worker panicked" error for a dropped task as
+/// for a panic, and only while unwinding is it a panic.
+fn worker_task_dropped(err: &wasmtime::Error) -> bool {
+    !std::thread::panicking() && err.to_string() == "worker panicked"
 }
 
 /// When a worker's instance goes, judged outside its event loop: idle past
