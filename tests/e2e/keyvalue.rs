@@ -768,8 +768,8 @@ fn a_full_disk_is_an_error_and_a_log_line_and_the_store_recovers_when_space_is_b
 }
 
 /// `rediss://`: wedge speaks TLS to Redis and checks its certificate against the
-/// well-known roots (webpki-roots): a server whose certificate is self-signed is
-/// refused, an error for the guest that names the certificate and a log line,
+/// well-known roots (webpki-roots): a server whose certificate a private CA signed
+/// is refused, an error for the guest that names the certificate and a log line,
 /// while the app's other work goes on.
 #[test]
 fn rediss_checks_the_servers_certificate() {
@@ -785,4 +785,83 @@ fn rediss_checks_the_servers_certificate() {
     );
     assert!(refused_tls.1.contains("certificate"), "{refused_tls:?}");
     server.wait_for_log(&format!("key-value store ({}):", redis.tls_url()));
+}
+
+/// `--kv-ca` (`ca` in `[app.keyvalue]`): a `rediss://` server whose certificate
+/// the app's private CA signed is trusted; reads and writes go through.
+#[test]
+fn rediss_trusts_the_apps_private_ca() {
+    let redis = RedisServer::start_tls();
+    let ca = redis.ca_file();
+    let server = Server::start(
+        &example("kv_probe"),
+        &[
+            "--no-tls",
+            "--kv",
+            &redis.tls_url(),
+            "--kv-ca",
+            ca.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(call(&server, "POST", "/v2/default/n/incr", None), ok("1\n"));
+    assert_eq!(call(&server, "POST", "/v2/default/n/incr", None), ok("2\n"));
+    assert_eq!(call(&server, "PUT", "/v2/default/k", Some("v")).0, "204");
+    assert_eq!(call(&server, "GET", "/v2/default/k", None), ok("v"));
+}
+
+/// A `ca` that cannot be used stops wedge at start with the reason: a missing
+/// file, one with no PEM certificate, a CA for a backend that is not `rediss://`;
+/// in a wedge.toml, the app and key are named.
+#[test]
+fn an_unusable_redis_ca_is_a_clear_error_at_start() {
+    let dir = temp_dir("kv-ca");
+    let not_pem = dir.join("not.pem");
+    std::fs::write(&not_pem, "not a certificate\n").unwrap();
+    let redis = RedisServer::start_tls();
+    let ca = redis.ca_file();
+    let probe = example("kv_probe");
+    let serve = |backend: &str, ca: &std::path::Path| {
+        let args = [
+            "serve",
+            probe.to_str().unwrap(),
+            "--no-tls",
+            "--listen",
+            "127.0.0.1:0",
+            "--kv",
+            backend,
+            "--kv-ca",
+            ca.to_str().unwrap(),
+        ];
+        let out = wedge(&args, &dir);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        stderr
+    };
+    let missing = dir.join("absent.pem");
+    let stderr = serve(&redis.tls_url(), &missing);
+    let why = format!("--kv-ca: cannot read {}", missing.display());
+    assert!(stderr.contains(&why), "{stderr}");
+    let stderr = serve(&redis.tls_url(), &not_pem);
+    let why = format!("--kv-ca: {} holds no PEM certificate", not_pem.display());
+    assert!(stderr.contains(&why), "{stderr}");
+    let stderr = serve(&redis.url(), &ca);
+    assert!(
+        stderr.contains("is for a `rediss://` backend, not `redis://"),
+        "{stderr}"
+    );
+
+    let path = config(&format!(
+        "[[app]]\nname = \"private\"\ncomponent = \"{{probe}}\"\nroutes = [\"/\"]\n\
+         [app.keyvalue]\nbackend = \"{}\"\nca = \"{}\"\n",
+        redis.tls_url(),
+        not_pem.display()
+    ));
+    let out = wedge(&["serve", "--config", path.to_str().unwrap()], &dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    let why = format!(
+        "app `private`: keyvalue.ca: {} holds no PEM",
+        not_pem.display()
+    );
+    assert!(stderr.contains(&why), "{stderr}");
 }

@@ -13,7 +13,8 @@ pub struct RedisServer {
     child: Option<Child>,
     pub port: u16,
     dir: PathBuf,
-    /// TLS only (`--tls-port`), with a self-signed certificate for 127.0.0.1.
+    /// TLS only (`--tls-port`), with a certificate for 127.0.0.1 signed by a CA
+    /// of the test's own (`ca.pem`).
     tls: bool,
 }
 
@@ -23,8 +24,9 @@ impl RedisServer {
         Self::start_with(false)
     }
 
-    /// Starts one that speaks TLS only, with a self-signed certificate for
-    /// 127.0.0.1 (rcgen) that no well-known root vouches for.
+    /// Starts one that speaks TLS only, with a certificate for 127.0.0.1 signed by
+    /// a private CA made for it (rcgen; [`Self::ca_file`]) that no well-known root
+    /// vouches for.
     pub fn start_tls() -> RedisServer {
         Self::start_with(true)
     }
@@ -43,9 +45,17 @@ impl RedisServer {
             tls,
         };
         if tls {
-            let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
-            std::fs::write(server.dir.join("cert.pem"), cert.cert.pem()).unwrap();
-            std::fs::write(server.dir.join("key.pem"), cert.signing_key.serialize_pem()).unwrap();
+            let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            (ca.distinguished_name).push(rcgen::DnType::CommonName, "wedge test Redis CA");
+            let ca_key = rcgen::KeyPair::generate().unwrap();
+            let ca = rcgen::CertifiedIssuer::self_signed(ca, ca_key).unwrap();
+            let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+            let key = rcgen::KeyPair::generate().unwrap();
+            let cert = params.signed_by(&key, &ca).unwrap();
+            std::fs::write(server.ca_file(), ca.pem()).unwrap();
+            std::fs::write(server.dir.join("cert.pem"), cert.pem()).unwrap();
+            std::fs::write(server.dir.join("key.pem"), key.serialize_pem()).unwrap();
         }
         server.run();
         server
@@ -59,6 +69,11 @@ impl RedisServer {
     /// `rediss://127.0.0.1:PORT`, for a server started with `start_tls`.
     pub fn tls_url(&self) -> String {
         format!("rediss://127.0.0.1:{}", self.port)
+    }
+
+    /// The PEM file of the CA that signed a `start_tls` server's certificate.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("ca.pem")
     }
 
     fn run(&mut self) {

@@ -3,6 +3,7 @@
 //! `host::keyvalue` enforces them.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Default keys one app may keep, all its buckets together.
@@ -155,6 +156,10 @@ pub struct KeyValue {
     pub max_in_flight: u32,
     /// `timeout`: how long one operation may take before it fails.
     pub timeout: Duration,
+    /// `ca`: a PEM file of the certificate authorities a `rediss://` server's
+    /// certificate must chain to, instead of the well-known roots (a Redis behind a
+    /// private CA).
+    pub ca: Option<PathBuf>,
 }
 
 impl Default for KeyValue {
@@ -168,6 +173,7 @@ impl Default for KeyValue {
             max_bytes: DEFAULT_MAX_BYTES,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             timeout: DEFAULT_TIMEOUT,
+            ca: None,
         }
     }
 }

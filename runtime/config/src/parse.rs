@@ -243,7 +243,7 @@ fn app(
     let component = table
         .required(doc, "component")
         .and_then(|field| component(doc, &field, paths));
-    let settings = settings(doc, table);
+    let settings = settings(doc, table, paths);
     Some(settings.into_app(name?, component?))
 }
 
@@ -261,8 +261,9 @@ struct Settings {
     keyvalue: KeyValue,
 }
 
-/// The settings keys of `table`; any other key left in it is reported unknown.
-fn settings(doc: &mut Doc, mut table: Table) -> Settings {
+/// The settings keys of `table`, files named relative to `paths`; any other key
+/// left in it is reported unknown.
+fn settings(doc: &mut Doc, mut table: Table, paths: &Paths) -> Settings {
     let routes = list(doc, table.take("routes"), |field, doc| {
         let route = field.parse(doc, str::parse::<Route>)?;
         Some((route, field.key.clone(), field.span()))
@@ -277,7 +278,7 @@ fn settings(doc: &mut Doc, mut table: Table) -> Settings {
     });
     let env = strings(doc, table.take("env"), env_name);
     let config = strings(doc, table.take("config"), config_key);
-    let keyvalue = keyvalue(doc, table.take("keyvalue"));
+    let keyvalue = keyvalue(doc, table.take("keyvalue"), paths);
     table.finish(doc);
     Settings {
         routes,
@@ -362,7 +363,12 @@ pub(super) fn deployed_app(
             ComponentSource::File(PathBuf::new())
         }
     };
-    let settings = settings(doc, table);
+    // The files a deploy names (the key-value `ca`) are the server's, from its root.
+    let server = Paths {
+        base: Path::new("/"),
+        files: Files::MustExist,
+    };
+    let settings = settings(doc, table, &server);
     let name = app_name(name).unwrap_or_else(|message| {
         doc.error_in_file(&message);
         String::new()
@@ -477,7 +483,7 @@ fn limits(doc: &mut Doc, field: Option<Field>) -> (Limits, AdmissionLimits, Outb
 
 /// `[app.keyvalue]`: the app's store and its quotas; each key not given keeps its
 /// default.
-fn keyvalue(doc: &mut Doc, field: Option<Field>) -> KeyValue {
+fn keyvalue(doc: &mut Doc, field: Option<Field>, paths: &Paths) -> KeyValue {
     let defaults = KeyValue::default();
     let Some(mut table) = field.and_then(|field| field.table(doc)) else {
         return defaults;
@@ -513,6 +519,7 @@ fn keyvalue(doc: &mut Doc, field: Option<Field>) -> KeyValue {
         timeout: take("timeout")
             .and_then(|f| positive_duration(doc, &f))
             .unwrap_or(defaults.timeout),
+        ca: take("ca").and_then(|field| file(doc, &field, paths)),
     };
     table.finish(doc);
     settings

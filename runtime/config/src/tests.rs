@@ -81,6 +81,7 @@ max_value_size = "4KiB"
 max_bytes = "1MiB"
 max_in_flight = 2
 timeout = "250ms"
+ca = "certs/redis-ca.pem"
 "#,
     );
     let base = Path::new("/etc/wedge");
@@ -153,6 +154,7 @@ timeout = "250ms"
             max_bytes: 1 << 20,
             max_in_flight: 2,
             timeout: Duration::from_millis(250),
+            ca: Some(base.join("certs/redis-ca.pem")),
         },
     };
     assert_eq!(config.apps, [app]);
@@ -325,7 +327,7 @@ fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
         ),
         (
             "keyvalue.quota = 1",
-            "wedge.toml:5: app[0].keyvalue.quota: unknown key `quota`; known keys: backend, buckets, max_keys, max_key_size, max_value_size, max_bytes, max_in_flight, timeout",
+            "wedge.toml:5: app[0].keyvalue.quota: unknown key `quota`; known keys: backend, buckets, max_keys, max_key_size, max_value_size, max_bytes, max_in_flight, timeout, ca",
         ),
         (
             "config.k = \"a\\u0000b\"",

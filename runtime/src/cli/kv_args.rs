@@ -2,6 +2,7 @@
 //! (`[app.keyvalue]` of a wedge.toml), defaults taken from [`KeyValue`] (and shown
 //! in `--help`).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::host_args::{parse_positive_duration, parse_positive_size};
@@ -49,6 +50,11 @@ pub struct KvArgs {
     /// How long one operation may take before the guest gets an error.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
     pub kv_timeout: Duration,
+
+    /// A PEM file of the certificate authorities a `rediss://` server's certificate
+    /// must chain to, instead of the well-known roots (a Redis behind a private CA).
+    #[arg(long, value_name = "FILE")]
+    pub kv_ca: Option<PathBuf>,
 }
 
 impl KvArgs {
@@ -62,6 +68,7 @@ impl KvArgs {
             max_bytes: self.kv_max_bytes,
             max_in_flight: self.kv_max_in_flight,
             timeout: self.kv_timeout,
+            ca: self.kv_ca.clone(),
         }
     }
 }

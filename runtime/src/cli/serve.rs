@@ -40,7 +40,7 @@ pub struct ServeArgs {
               "queue_timeout", "allow_outbound", "outbound_connect_timeout",
               "outbound_max_concurrent", "instance_reuse", "instance_concurrency",
               "instance_idle", "kv", "kv_bucket", "kv_max_keys", "kv_max_key_size",
-              "kv_max_value_size", "kv_max_bytes", "kv_max_in_flight", "kv_timeout", "wagi"])]
+              "kv_max_value_size", "kv_max_bytes", "kv_max_in_flight", "kv_timeout", "kv_ca", "wagi"])]
     config_file: Option<PathBuf>,
 
     /// Cleartext address: HTTP/1.1, and HTTP/2 with prior knowledge (h2c). A host
@@ -113,7 +113,7 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
                 Executor::WasiHttp => host.executor,
             };
             let store = host.keyvalue.store(&name, &host.kv, AppMetrics::detached());
-            let store = store.map_err(|why| anyhow::anyhow!("--kv: {why}"))?;
+            let store = store.map_err(|bad| anyhow::anyhow!("{}: {}", bad.flag, bad.why))?;
             // Compiling is CPU-bound and can take seconds for big components.
             let app = tokio::task::spawn_blocking(move || {
                 let limits = host.limits;

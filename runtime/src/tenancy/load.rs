@@ -114,8 +114,9 @@ pub async fn load_site(
                     app = app.with_metrics(metrics.app(&entry.name));
                 }
                 let store = keyvalue.store(&entry.name, &entry.keyvalue, app.metrics.clone());
-                let store = store
-                    .map_err(|why| anyhow!("app `{}`: keyvalue.backend: {why}", entry.name))?;
+                let store = store.map_err(|bad| {
+                    anyhow!("app `{}`: keyvalue.{}: {}", entry.name, bad.key, bad.why)
+                })?;
                 app = app.with_keyvalue(store);
                 Arc::new(Tenant::new(&entry.name, Serving::App(Arc::new(app))))
             }

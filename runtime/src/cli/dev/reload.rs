@@ -135,7 +135,7 @@ impl Reloader {
             .host
             .keyvalue
             .store(&built.name, &self.host.kv, AppMetrics::detached())
-            .map_err(|why| failure(format!("--kv: {why}")))?;
+            .map_err(|bad| failure(format!("{}: {}", bad.flag, bad.why)))?;
         let app = tokio::task::spawn_blocking(move || {
             App::load(&engine, &cache, &built.name, &wasm, executor, limits).map(|app| {
                 app.with_outbound(outbound)

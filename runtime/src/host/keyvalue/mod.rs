@@ -29,6 +29,7 @@ use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 pub use wedge_config::keyvalue::{Backend as BackendChoice, KeyValue};
 
 use self::backend::{Backend, Bucket, Failure, ListFrom, Quota};
+use self::redis::TrustedCa;
 use super::guest_log::GuestOutput;
 use crate::metrics::{AppMetrics, KvOperation, KvOutcome};
 
@@ -48,6 +49,33 @@ fn is_write(operation: KvOperation) -> bool {
         operation,
         KvOperation::Set | KvOperation::Delete | KvOperation::Increment | KvOperation::Swap
     )
+}
+
+/// A key-value setting an app's store cannot be made with: its key in
+/// `[app.keyvalue]`, its flag, and why.
+#[derive(Debug)]
+pub struct BadSetting {
+    pub key: &'static str,
+    pub flag: &'static str,
+    pub why: String,
+}
+
+impl BadSetting {
+    fn backend(why: String) -> BadSetting {
+        BadSetting {
+            key: "backend",
+            flag: "--kv",
+            why,
+        }
+    }
+
+    fn ca(why: String) -> BadSetting {
+        BadSetting {
+            key: "ca",
+            flag: "--kv-ca",
+            why,
+        }
+    }
 }
 
 /// Why an operation failed, as every `wasi:keyvalue` version's `error` says it.
@@ -76,6 +104,9 @@ struct Shared {
     path: PathBuf,
     /// How long a Redis connection waits for an answer.
     timeout: std::time::Duration,
+    /// The authorities a `rediss://` server's certificate must chain to, if not
+    /// the well-known roots.
+    ca: Option<TrustedCa>,
     /// The backend while it works.
     current: Mutex<Option<Arc<dyn Backend>>>,
     /// Held while opening, so that one operation opens and the others wait for it.
@@ -91,21 +122,22 @@ impl KeyValueHost {
     }
 
     /// App `app`'s store with `settings`, counted in `metrics`; an `env:NAME` backend
-    /// is read from the environment now, or why not. Versions of an app share its
-    /// backend.
+    /// is read from the environment now, and a `ca` file read and checked now, or
+    /// the setting at fault and why. Versions of an app share its backend.
     pub fn store(
         &self,
         app: &str,
         settings: &KeyValue,
         metrics: Arc<AppMetrics>,
-    ) -> Result<Arc<AppStore>, String> {
+    ) -> Result<Arc<AppStore>, BadSetting> {
         let settings = KeyValue {
-            backend: settings.backend.resolve()?,
+            backend: settings.backend.resolve().map_err(BadSetting::backend)?,
             ..settings.clone()
         };
+        let ca = self::redis::trusted_ca(&settings).map_err(BadSetting::ca)?;
         let shared = match &settings.backend {
             BackendChoice::None => None,
-            _ => Some(self.shared(app, &settings)),
+            _ => Some(self.shared(app, &settings, ca)),
         };
         Ok(Arc::new(AppStore {
             app: app.into(),
@@ -125,7 +157,10 @@ impl KeyValueHost {
         };
         let shared = match &settings.backend {
             BackendChoice::None => return Ok(()),
-            _ => self.shared(app, settings),
+            _ => {
+                let ca = self::redis::trusted_ca(settings).map_err(anyhow::Error::msg)?;
+                self.shared(app, settings, ca)
+            }
         };
         if shared.choice == BackendChoice::Embedded && !shared.path.exists() {
             return Ok(());
@@ -149,11 +184,15 @@ impl KeyValueHost {
     }
 
     /// The backend `settings` name for app `app`: its own file, or the connection to
-    /// a Redis server that the apps with the same `timeout` share (it is the
-    /// connection's own bound on an answer, which frees what a silent server holds).
-    fn shared(&self, app: &str, settings: &KeyValue) -> Arc<Shared> {
+    /// a Redis server that the apps with the same `timeout` and `ca` share (the
+    /// timeout is the connection's own bound on an answer, which frees what a
+    /// silent server holds).
+    fn shared(&self, app: &str, settings: &KeyValue, ca: Option<TrustedCa>) -> Arc<Shared> {
         let id = match &settings.backend {
-            BackendChoice::Redis(url) => format!("{} {:?}", url.as_str(), settings.timeout),
+            BackendChoice::Redis(url) => {
+                let ca = ca.as_ref().map(TrustedCa::fingerprint);
+                format!("{} {:?} {ca:?}", url.as_str(), settings.timeout)
+            }
             _ => format!("embedded:{app}"),
         };
         let mut opened = crate::sync::lock(&self.opened);
@@ -165,6 +204,7 @@ impl KeyValueHost {
             choice: settings.backend.clone(),
             path: self.dir.join(format!("{app}.redb")),
             timeout: settings.timeout,
+            ca,
             current: Mutex::default(),
             opening: tokio::sync::Mutex::default(),
         });
@@ -184,7 +224,9 @@ impl Shared {
         }
         let backend = match &self.choice {
             BackendChoice::Embedded => embedded::Embedded::open(self.path.clone()).await,
-            BackendChoice::Redis(url) => self::redis::Redis::open(url.as_str(), self.timeout).await,
+            BackendChoice::Redis(url) => {
+                self::redis::Redis::open(url.as_str(), self.timeout, self.ca.as_ref()).await
+            }
             BackendChoice::None | BackendChoice::Env(_) => {
                 Err(Failure::Backend("the app has no store".into()))
             }
@@ -239,6 +281,7 @@ impl AppStore {
                 choice: settings.backend.clone(),
                 path: PathBuf::new(),
                 timeout: settings.timeout,
+                ca: None,
                 current: Mutex::new(Some(backend)),
                 opening: tokio::sync::Mutex::default(),
             })),

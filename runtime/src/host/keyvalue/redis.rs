@@ -14,12 +14,17 @@
 //! App and bucket names cannot hold `:` or braces (the config refuses them), so no
 //! app's prefix is another's.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use ::redis::{AsyncCommands, Script};
+use ::redis::{AsyncCommands, Script, TlsCertificates};
 use async_trait::async_trait;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
+use super::{BackendChoice, KeyValue};
 
 use super::backend::{Backend, Bucket, Failure, ListFrom, Outcome, Quota};
 
@@ -96,13 +101,80 @@ fn refused(err: ::redis::RedisError) -> Failure {
     }
 }
 
+/// The certificate authorities of an app's `ca` file (PEM), which a `rediss://`
+/// server's certificate must chain to instead of the well-known roots.
+#[derive(Clone)]
+pub(super) struct TrustedCa(Arc<[u8]>);
+
+impl TrustedCa {
+    /// Tells files apart: apps whose `ca` files differ never share a connection.
+    pub(super) fn fingerprint(&self) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        self.0.hash(&mut hasher);
+        hasher.finish()
+    }
+}
+
+/// The `ca` file of `settings`, read and checked now (when the app loads): a file
+/// of PEM certificates for a `rediss://` backend, or why not.
+pub(super) fn trusted_ca(settings: &KeyValue) -> Result<Option<TrustedCa>, String> {
+    let Some(path) = &settings.ca else {
+        return Ok(None);
+    };
+    let tls = matches!(&settings.backend, BackendChoice::Redis(url) if url.as_str().starts_with("rediss://"));
+    if !tls {
+        return Err(format!(
+            "{} is for a `rediss://` backend, not `{}`",
+            path.display(),
+            settings.backend
+        ));
+    }
+    let pem =
+        std::fs::read(path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| {
+            format!(
+                "{} is not a PEM file of certificates: {err}",
+                path.display()
+            )
+        })?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no PEM certificate", path.display()));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    let (_, unusable) = roots.add_parsable_certificates(certs);
+    if unusable > 0 {
+        return Err(format!(
+            "{} holds {unusable} certificate(s) that are not usable as a CA",
+            path.display()
+        ));
+    }
+    Ok(Some(TrustedCa(pem.into())))
+}
+
 impl Redis {
-    /// Connects to `url` (`redis://` or `rediss://`); an answer not back within
-    /// `timeout` fails its command, and frees what it held in the connection.
-    pub(super) async fn open(url: &str, timeout: Duration) -> Outcome<Arc<dyn Backend>> {
+    /// Connects to `url` (`redis://` or `rediss://`, trusting `ca` if given); an
+    /// answer not back within `timeout` fails its command, and frees what it held
+    /// in the connection.
+    pub(super) async fn open(
+        url: &str,
+        timeout: Duration,
+        ca: Option<&TrustedCa>,
+    ) -> Outcome<Arc<dyn Backend>> {
         // `rediss://`: rustls with the provider wedge uses everywhere (set once).
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = ::redis::Client::open(url).map_err(failed)?;
+        let client = match ca {
+            None => ::redis::Client::open(url),
+            Some(ca) => ::redis::Client::build_with_tls(
+                url,
+                TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(ca.0.to_vec()),
+                },
+            ),
+        };
+        let client = client.map_err(failed)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT.min(timeout)))
             .set_response_timeout(Some(timeout))
