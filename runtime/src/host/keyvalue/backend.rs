@@ -51,7 +51,15 @@ pub(crate) type Outcome<T> = Result<T, Failure>;
 pub(crate) trait Backend: Send + Sync {
     async fn get(&self, bucket: Bucket<'_>, key: &str) -> Outcome<Option<Vec<u8>>>;
 
-    async fn get_many(&self, bucket: Bucket<'_>, keys: &[String]) -> Outcome<Vec<Option<Vec<u8>>>>;
+    /// The values of `keys`, or a [`Failure::Quota`] without reading them when
+    /// together they are more than `max_bytes`: a guest asking for one large
+    /// value many times over must not make the host hold them all.
+    async fn get_many(
+        &self,
+        bucket: Bucket<'_>,
+        keys: &[String],
+        max_bytes: u64,
+    ) -> Outcome<Vec<Option<Vec<u8>>>>;
 
     async fn exists(&self, bucket: Bucket<'_>, key: &str) -> Outcome<bool>;
 
@@ -107,6 +115,14 @@ pub(crate) trait Backend: Send + Sync {
     async fn totals(&self, _app: &str) -> Outcome<Option<(u64, u64)>> {
         Ok(None)
     }
+}
+
+/// A batch's values came to more than `max_bytes`.
+pub(crate) fn batch_too_big(max_bytes: u64) -> Failure {
+    Failure::Quota(format!(
+        "the values asked for come to more than the {max_bytes} bytes of host memory \
+         the instance has left (host_memory)"
+    ))
 }
 
 /// The number `increment` finds stored at a key.

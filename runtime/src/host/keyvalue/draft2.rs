@@ -194,7 +194,7 @@ impl batch::Host for KvView<'_> {
         keys: Vec<String>,
     ) -> Answer<Vec<(String, Option<Vec<u8>>)>> {
         let name = self.bucket_name(&bucket)?;
-        let values = self.store.get_many(self.log, &name, &keys).await;
+        let values = self.store.get_many(self.log, &name, &keys, self.room).await;
         Ok(values
             .map_err(wit)
             .map(|values| keys.into_iter().zip(values).collect()))

@@ -290,12 +290,15 @@ impl AppStore {
         }
     }
 
-    /// Checks that the guest may open bucket `name`.
+    /// Checks that the guest may open bucket `name`: one the app's `buckets` allow,
+    /// and (under `*`) a name the config would take, since backends put it in
+    /// their keys: a separator in it would make two buckets' keys one.
     fn open(&self, name: &str) -> Result<(), KvError> {
         if self.shared.is_none() {
             return Err(KvError::AccessDenied);
         }
-        if !self.settings.allows_bucket(name) {
+        let named = name != "*" && wedge_config::keyvalue::bucket_name(name).is_ok();
+        if !named || !self.settings.allows_bucket(name) {
             return Err(KvError::NoSuchStore);
         }
         Ok(())
@@ -430,15 +433,17 @@ impl AppStore {
         .await
     }
 
+    /// The values of `keys`, refused if they come to more than `room` bytes.
     pub(crate) async fn get_many(
         &self,
         log: &GuestOutput,
         bucket: &str,
         keys: &[String],
+        room: u64,
     ) -> Result<Vec<Option<Vec<u8>>>, KvError> {
         let check = keys.iter().try_for_each(|key| self.check_key(key));
         self.run(log, KvOperation::Get, check, |b| async move {
-            b.get_many(self.bucket(bucket), keys).await
+            b.get_many(self.bucket(bucket), keys, room).await
         })
         .await
     }
@@ -554,11 +559,13 @@ impl KvView<'_> {
 }
 
 /// What the bindings of every version work with: the guest's resources, its app's
-/// store, and where to log a backend fault.
+/// store, where to log a backend fault, and the host memory the instance has left
+/// (`room`), which bounds what a batch may make the host read for it.
 pub(crate) struct KvView<'a> {
     pub table: &'a mut ResourceTable,
     pub store: &'a Arc<AppStore>,
     pub log: &'a Arc<GuestOutput>,
+    pub room: u64,
 }
 
 /// Links every `wasi:keyvalue` version wedge serves, each as `view` sees the store.

@@ -26,7 +26,7 @@ use rustls::pki_types::pem::PemObject;
 
 use super::{BackendChoice, KeyValue};
 
-use super::backend::{Backend, Bucket, Failure, ListFrom, Outcome, Quota};
+use super::backend::{Backend, Bucket, Failure, ListFrom, Outcome, Quota, batch_too_big};
 
 /// How long a connection attempt may take; the operation's own `timeout` bounds
 /// the whole.
@@ -40,6 +40,7 @@ pub(super) struct Redis {
 }
 
 struct Scripts {
+    get_many: Script,
     set: Script,
     delete: Script,
     increment: Script,
@@ -186,6 +187,7 @@ impl Redis {
             timeout,
             connection,
             scripts: Scripts {
+                get_many: Script::new(GET_MANY),
                 set: Script::new(&format!("{PRELUDE}{SET}")),
                 delete: Script::new(&format!("{PRELUDE}{DELETE}")),
                 increment: Script::new(&format!("{PRELUDE}{INCREMENT}")),
@@ -224,6 +226,15 @@ local function size(key, name)
   if redis.call('EXISTS', key) == 0 then return nil end
   return #name + redis.call('STRLEN', key)
 end
+"#;
+
+/// KEYS the values' keys; ARGV[1] the most bytes they may come to: sized on the
+/// server first, so that an answer past it is never sent (a read, no prelude).
+const GET_MANY: &str = r#"
+local bytes = 0
+for i = 1, #KEYS do bytes = bytes + redis.call('STRLEN', KEYS[i]) end
+if bytes > tonumber(ARGV[1]) then return redis.error_reply('WEDGEQUOTA batch') end
+return redis.call('MGET', unpack(KEYS))
 "#;
 
 /// KEYS[3..] the values' keys; ARGV[3..] pairs of (key name, value). A key given
@@ -334,17 +345,28 @@ impl Backend for Redis {
             .map_err(|e| self.failed(e))
     }
 
-    async fn get_many(&self, bucket: Bucket<'_>, keys: &[String]) -> Outcome<Vec<Option<Vec<u8>>>> {
+    async fn get_many(
+        &self,
+        bucket: Bucket<'_>,
+        keys: &[String],
+        max_bytes: u64,
+    ) -> Outcome<Vec<Option<Vec<u8>>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let names: Vec<String> = keys.iter().map(|key| value_key(bucket, key)).collect();
+        let mut invocation = self.scripts.get_many.prepare_invoke();
+        for key in keys {
+            invocation.key(value_key(bucket, key));
+        }
+        invocation.arg(max_bytes);
         let mut connection = self.connection();
-        ::redis::cmd("MGET")
-            .arg(names)
-            .query_async(&mut connection)
+        invocation
+            .invoke_async(&mut connection)
             .await
-            .map_err(|e| self.failed(e))
+            .map_err(|e| match self.refused(e) {
+                Failure::Quota(_) => batch_too_big(max_bytes),
+                other => other,
+            })
     }
 
     async fn exists(&self, bucket: Bucket<'_>, key: &str) -> Outcome<bool> {

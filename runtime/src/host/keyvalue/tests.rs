@@ -22,7 +22,7 @@ impl Backend for Silent {
     async fn get(&self, _: Bucket<'_>, _: &str) -> Outcome<Option<Vec<u8>>> {
         pending().await
     }
-    async fn get_many(&self, _: Bucket<'_>, _: &[String]) -> Outcome<Vec<Option<Vec<u8>>>> {
+    async fn get_many(&self, _: Bucket<'_>, _: &[String], _: u64) -> Outcome<Vec<Option<Vec<u8>>>> {
         pending().await
     }
     async fn exists(&self, _: Bucket<'_>, _: &str) -> Outcome<bool> {

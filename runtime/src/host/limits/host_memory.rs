@@ -187,6 +187,11 @@ impl HostMemoryBudget {
         self.limit
     }
 
+    /// Bytes the instance may still make the host hold before it passes its limit.
+    pub(crate) fn room(&self) -> u64 {
+        self.limit.saturating_sub(self.account.bytes())
+    }
+
     pub(crate) fn max_resources(&self) -> u32 {
         self.max_resources
     }
