@@ -58,6 +58,10 @@ pub enum Work {
     Stream,
     /// `POST /echo` with 64 KiB → the same 64 KiB streamed back.
     Echo,
+    /// examples/counter `GET /hits`: one key-value `get`.
+    KvGet,
+    /// examples/counter `POST /hits`, no body: one key-value `increment`.
+    KvIncrement,
 }
 
 impl Work {
@@ -66,6 +70,8 @@ impl Work {
             Work::Hello => "hello",
             Work::Stream => "streamed 8×1 KiB",
             Work::Echo => "64 KiB echo",
+            Work::KvGet => "kv get",
+            Work::KvIncrement => "kv increment",
         }
     }
 
@@ -74,6 +80,7 @@ impl Work {
             Work::Hello => "/",
             Work::Stream => "/stream",
             Work::Echo => "/echo",
+            Work::KvGet | Work::KvIncrement => "/hits",
         }
     }
 }
@@ -95,7 +102,7 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// Writes the echo body and wrk's POST script into `dir`.
+    /// Writes the echo body and wrk's POST scripts into `dir`.
     pub fn new(dir: &Path, oha: &Path) -> Result<Scratch> {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join("body64k"), vec![b'e'; ECHO_LEN])?;
@@ -106,6 +113,8 @@ impl Scratch {
                  wrk.headers[\"Content-Type\"] = \"application/octet-stream\"\n"
             ),
         )?;
+        std::fs::write(dir.join("empty"), b"")?;
+        std::fs::write(dir.join("post.lua"), "wrk.method = \"POST\"\n")?;
         Ok(Scratch {
             dir: dir.to_path_buf(),
             oha: oha.to_path_buf(),
@@ -153,6 +162,9 @@ pub fn command(
             if work == Work::Echo {
                 push(&["-s", &scratch.path("post64k.lua")]);
             }
+            if work == Work::KvIncrement {
+                push(&["-s", &scratch.path("post.lua")]);
+            }
         }
         Proto::H2c | Proto::H2 => {
             push(&["h2load", "-c", CONNECTIONS, "-m", STREAMS, "-t", "1"]);
@@ -164,6 +176,9 @@ pub fn command(
             ]);
             if work == Work::Echo {
                 push(&["-d", &scratch.path("body64k")]);
+            }
+            if work == Work::KvIncrement {
+                push(&["-d", &scratch.path("empty")]);
             }
         }
         Proto::H3 => {
@@ -187,6 +202,9 @@ pub fn command(
             push(&["-z", &format!("{seconds}s")]);
             if work == Work::Echo {
                 push(&["-m", "POST", "-D", &scratch.path("body64k")]);
+            }
+            if work == Work::KvIncrement {
+                push(&["-m", "POST"]);
             }
         }
     }

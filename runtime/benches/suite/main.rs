@@ -156,6 +156,7 @@ fn servers() -> Vec<ServerSpec> {
                 reuse,
                 workers: 1,
                 wagi: false,
+                redis: false,
             }
         } else {
             Kind::Wasmtime { component, reuse }
@@ -176,6 +177,7 @@ fn servers() -> Vec<ServerSpec> {
                 reuse: false,
                 workers: 2,
                 wagi: false,
+                redis: false,
             },
         },
         ServerSpec {
@@ -185,6 +187,20 @@ fn servers() -> Vec<ServerSpec> {
                 reuse: false,
                 workers: 1,
                 wagi: true,
+                redis: false,
+            },
+        },
+        // examples/counter: one key-value operation a request, on the embedded
+        // backend (the default) and on a redis-server of its own.
+        wasm("wedge-counter", "counter", false, true),
+        ServerSpec {
+            name: "wedge-counter-redis",
+            kind: Kind::Wedge {
+                component: "counter",
+                reuse: false,
+                workers: 1,
+                wagi: false,
+                redis: true,
             },
         },
         wasm("wasmtime-hello-reuse", "hello", true, false),
@@ -286,6 +302,42 @@ fn rows() -> Vec<Row> {
             "wedge-wagi-hello",
             H1,
             Hello,
+            Some("wasm.wedge.h1"),
+        ),
+        row(
+            WasmHello,
+            "wasm.wedge.h1.kv-get",
+            "wedge, examples/counter: one get, embedded (vs its hello h1)",
+            "wedge-counter",
+            H1,
+            KvGet,
+            Some("wasm.wedge.h1"),
+        ),
+        row(
+            WasmHello,
+            "wasm.wedge.h1.kv-increment",
+            "wedge, examples/counter: one increment, embedded (vs its hello h1)",
+            "wedge-counter",
+            H1,
+            KvIncrement,
+            Some("wasm.wedge.h1"),
+        ),
+        row(
+            WasmHello,
+            "wasm.wedge.h1.kv-redis-get",
+            "wedge, examples/counter: one get, Redis (vs its hello h1)",
+            "wedge-counter-redis",
+            H1,
+            KvGet,
+            Some("wasm.wedge.h1"),
+        ),
+        row(
+            WasmHello,
+            "wasm.wedge.h1.kv-redis-increment",
+            "wedge, examples/counter: one increment, Redis (vs its hello h1)",
+            "wedge-counter-redis",
+            H1,
+            KvIncrement,
             Some("wasm.wedge.h1"),
         ),
         row(
@@ -946,7 +998,7 @@ fn build_examples(repo: &Path) -> Result<(PathBuf, PathBuf)> {
         (
             "wasm32-wasip2",
             &[
-                "-p", "hello", "-p", "hello-p3", "-p", "stream", "-p", "echo",
+                "-p", "hello", "-p", "hello-p3", "-p", "stream", "-p", "echo", "-p", "counter",
             ][..],
         ),
         ("wasm32-wasip1", &["-p", "wagi"][..]),

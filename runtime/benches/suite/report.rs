@@ -36,7 +36,11 @@ impl Section {
                  event loops costs per request (more cores add throughput; the suite pins one). \
                  The `--wagi` row serves `examples/wagi` (a `wasm32-wasip1` WAGI program \
                  answering `/` with a 27-byte text) instead, divided by wedge's own \
-                 wasi:http h1 row (issue 22: within 1.5×)."
+                 wasi:http h1 row (issue 22: within 1.5×). The `kv` rows serve \
+                 `examples/counter` (`GET /hits`: one key-value `get`; `POST /hits`: one \
+                 `increment`), on the embedded backend (a redb file, each increment committed \
+                 with fsync before it is answered) and on a `redis-server` of its own (pinned \
+                 to CPU 0 beside wrk), divided by wedge's own hello h1 row (issue 21)."
             }
             Section::WasmReuse => {
                 "`examples/hello` (WASI 0.2) on both with 128 requests per instance, one at a \
@@ -552,7 +556,9 @@ pub fn markdown(
          `wasmtime` binary below) into the venv `target/bench-venv`, and `oha` with \
          `cargo install --locked --root ~/.cache/wedge-bench`, when missing). \
          `PORT` is a free loopback port; `body64k` is {ECHO_LEN} octets, `post64k.lua` makes \
-         wrk POST the same. Every load generator runs as `timeout -k 5 SECONDS+60 taskset -c 0 …`.\n",
+         wrk POST the same, `post.lua` makes it POST with no body (`empty` for h2load); \
+         the kv Redis rows' `redis-server --bind 127.0.0.1 --port REDIS_PORT --save \"\" \
+         --appendonly no` runs as `taskset -c 0 …`. Every load generator runs as `timeout -k 5 SECONDS+60 taskset -c 0 …`.\n",
         settings.rounds,
         settings.seconds,
         settings.warmup,

@@ -24,6 +24,9 @@ pub enum Kind {
         workers: u32,
         /// `--wagi`: COMPONENT is a WAGI program (a `wasm32-wasip1` module).
         wagi: bool,
+        /// `--kv redis://…`: a `redis-server` of its own, started with it (pinned
+        /// to CPU 0, beside the load generator: it is not the server measured).
+        redis: bool,
     },
     /// `wasmtime serve examples/COMPONENT.wasm` (HTTP/1.1 only; `-Sp3` for a WASI 0.3
     /// component).
@@ -60,6 +63,8 @@ pub struct Running {
     tls: Option<u16>,
     /// A native server's allocation counter, read through its stdin and stdout.
     probe: Option<(ChildStdin, BufReader<ChildStdout>)>,
+    /// The `redis-server` a `redis` wedge uses.
+    redis: Option<Child>,
 }
 
 impl Running {
@@ -67,6 +72,7 @@ impl Running {
         let component = |name: &str| paths.components.join(format!("{name}.wasm"));
         let mut command = Command::new("taskset");
         command.args(["-c", "1"]);
+        let mut redis = None;
         let (shown, plain, tls) = match spec.kind {
             Kind::Native(engine) => {
                 command.arg(&paths.me).args(["serve", engine]);
@@ -78,10 +84,15 @@ impl Running {
                 reuse,
                 workers,
                 wagi,
+                redis: with_redis,
             } => {
                 let (plain, tls) = (free_port()?, free_port()?);
                 let dir = paths.scratch.join(spec.name);
                 std::fs::create_dir_all(&dir)?;
+                let redis_port = free_port()?;
+                if with_redis {
+                    redis = Some(start_redis(redis_port, &dir)?);
+                }
                 let wasm = match wagi {
                     false => component(c),
                     true => paths.modules.join(format!("{c}.wasm")),
@@ -101,6 +112,9 @@ impl Running {
                 }
                 if wagi {
                     args.push("--wagi".into());
+                }
+                if with_redis {
+                    args.extend(["--kv".into(), format!("redis://127.0.0.1:{redis_port}")]);
                 }
                 if is_p3(c) {
                     args.extend(["--instance-concurrency".into(), P3_CONCURRENCY.to_string()]);
@@ -122,7 +136,8 @@ impl Running {
                         "examples/target/wasm32-wasip1/release",
                     )
                     .replace(&format!(":{plain}"), ":PORT")
-                    .replace(&format!(":{tls}"), ":TLS_PORT");
+                    .replace(&format!(":{tls}"), ":TLS_PORT")
+                    .replace(&format!(":{redis_port}"), ":REDIS_PORT");
                 (shown, plain, Some(tls))
             }
             Kind::Wasmtime {
@@ -183,6 +198,7 @@ impl Running {
             plain,
             tls,
             probe,
+            redis,
         };
         running.wait_ready(paths)?;
         Ok(running)
@@ -259,9 +275,40 @@ impl Running {
     }
 
     pub fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        for child in [Some(&mut self.child), self.redis.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
+}
+
+/// A `redis-server` on `port` (no persistence, Debian's `redis-server`), pinned to
+/// CPU 0; waits (bounded) until it accepts connections.
+fn start_redis(port: u16, dir: &Path) -> Result<Child> {
+    let mut child = Command::new("taskset")
+        .args(["-c", "0", "redis-server", "--bind", "127.0.0.1", "--port"])
+        .arg(port.to_string())
+        .args(["--save", "", "--appendonly", "no", "--dir"])
+        .arg(dir)
+        .stdout(File::create(dir.join("redis-out"))?)
+        .stderr(File::create(dir.join("redis-err"))?)
+        .spawn()
+        .context("starting redis-server (apt-get install redis-server)")?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = child.try_wait()? {
+            bail!("redis-server exited ({status})");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            bail!("redis-server did not listen on {port} within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(child)
 }
 
 /// A loopback port free for TCP and UDP both (wedge serves h3 on its TLS port).
