@@ -236,6 +236,28 @@ fn batch_bound(args: &[&str]) {
     assert_eq!(call(&server, "GET", "/v2/default/k", None), ok(&value));
 }
 
+/// Compare-and-swap handles keep the value they read: a guest making hundreds on
+/// one 100 KiB value made the host hold tens of MiB. On Redis the value came from
+/// the connection's task, never charged to the instance, so nothing stopped it
+/// short of the resource cap (10,000 handles on a 1 MiB value: 10 GiB). Now each handle's copy
+/// counts in the instance's `host_memory` (16 MiB): the instance is stopped
+/// there (a trap, 500), and wedge keeps serving.
+#[test]
+fn cas_handles_on_redis_count_in_the_instances_host_memory() {
+    let redis = RedisServer::start();
+    let server = Server::start(&example("kv_probe"), &["--no-tls", "--kv", &redis.url()]);
+    let value = "v".repeat(100 * 1024);
+    assert_eq!(call(&server, "PUT", "/v2/default/k", Some(&value)).0, "204");
+    assert_eq!(
+        call(&server, "POST", "/v2/default/k/hold?n=2", None),
+        ok("2\n")
+    );
+    let held = call(&server, "POST", "/v2/default/k/hold?n=400", None);
+    assert_eq!(held.0, "500", "{held:?}");
+    server.wait_for_log("host memory limit of 16MiB exceeded");
+    assert_eq!(call(&server, "GET", "/v2/default/k", None), ok(&value));
+}
+
 #[test]
 fn both_wasi_keyvalue_versions_read_and_write_one_store() {
     versions_share(&[]);

@@ -78,7 +78,7 @@ impl GuestState {
             table: &mut self.table,
             store: &self.keyvalue,
             log: &self.output,
-            room: self.host_memory.room(),
+            host_memory: &self.host_memory,
         }
     }
 }

@@ -136,7 +136,8 @@ impl batch::Host for KvView<'_> {
         keys: Vec<String>,
     ) -> Answer<Vec<Option<(String, Vec<u8>)>>> {
         let name = self.bucket_name(&bucket)?;
-        let values = self.store.get_many(self.log, &name, &keys, self.room).await;
+        let room = self.host_memory.room();
+        let values = self.store.get_many(self.log, &name, &keys, room).await;
         Ok(values.map_err(wit).map(|values| {
             let found = keys.into_iter().zip(values);
             found.map(|(key, value)| value.map(|v| (key, v))).collect()

@@ -57,6 +57,12 @@ impl KvView<'_> {
             Ok(current) => current,
             Err(error) => return Ok(Err(wit(error))),
         };
+        // The handle keeps the value: copied where the instance's host memory counts
+        // it (Redis' answer was allocated by the connection's task, uncounted), so
+        // that thousands of handles on a large value pass its budget, not the host's.
+        let current = self
+            .host_memory
+            .charged(|| current.as_deref().map(<[u8]>::to_vec));
         let cas = Cas {
             bucket,
             key,
@@ -194,7 +200,8 @@ impl batch::Host for KvView<'_> {
         keys: Vec<String>,
     ) -> Answer<Vec<(String, Option<Vec<u8>>)>> {
         let name = self.bucket_name(&bucket)?;
-        let values = self.store.get_many(self.log, &name, &keys, self.room).await;
+        let room = self.host_memory.room();
+        let values = self.store.get_many(self.log, &name, &keys, room).await;
         Ok(values
             .map_err(wit)
             .map(|values| keys.into_iter().zip(values).collect()))

@@ -31,6 +31,7 @@ pub use wedge_config::keyvalue::{Backend as BackendChoice, KeyValue};
 use self::backend::{Backend, Bucket, Failure, ListFrom, Quota};
 use self::redis::TrustedCa;
 use super::guest_log::GuestOutput;
+use super::limits::host_memory::HostMemoryBudget;
 use crate::metrics::{AppMetrics, KvOperation, KvOutcome};
 
 /// Keys one `list-keys` call returns at most; the cursor gives the rest.
@@ -559,13 +560,14 @@ impl KvView<'_> {
 }
 
 /// What the bindings of every version work with: the guest's resources, its app's
-/// store, where to log a backend fault, and the host memory the instance has left
-/// (`room`), which bounds what a batch may make the host read for it.
+/// store, where to log a backend fault, and the instance's host-memory budget,
+/// which bounds what a batch may make the host read for it and is charged with
+/// what its handles hold.
 pub(crate) struct KvView<'a> {
     pub table: &'a mut ResourceTable,
     pub store: &'a Arc<AppStore>,
     pub log: &'a Arc<GuestOutput>,
-    pub room: u64,
+    pub host_memory: &'a HostMemoryBudget,
 }
 
 /// Links every `wasi:keyvalue` version wedge serves, each as `view` sees the store.

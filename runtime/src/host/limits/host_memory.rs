@@ -192,6 +192,18 @@ impl HostMemoryBudget {
         self.limit.saturating_sub(self.account.bytes())
     }
 
+    /// Runs `f` with what it allocates charged to the instance, whichever account
+    /// the thread had (none in a host call that parked and was resumed), and gives
+    /// the thread its account back after: for what the host keeps for the instance
+    /// once a call returns but was made elsewhere (by a connection's task).
+    pub(crate) fn charged<T>(&self, f: impl FnOnce() -> T) -> T {
+        let before = CURRENT.with(Cell::get);
+        self.account.make_current();
+        let made = f();
+        CURRENT.with(|current| current.set(before));
+        made
+    }
+
     pub(crate) fn max_resources(&self) -> u32 {
         self.max_resources
     }
