@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use support::curl;
 use support::metered::{Metered, app};
+use support::protocols::{Client, Proto};
 
 const MIB: u64 = 1024 * 1024;
 /// What wedge may grow by besides the budgets (allocator slack, the pool's pages of
@@ -405,4 +406,39 @@ fn a_guest_answering_with_an_informational_status_gets_its_fault() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.ends_with("\n500"), "{text}");
     assert_eq!(get(&wedge, "/hello"), ("200".into(), "hello\n".into()));
+}
+
+/// A guest that writes a body on a response that has none (a 204 or a 304, or any
+/// answer to HEAD, RFC 9110 §6.4.1) gets its head sent alone over every protocol:
+/// HTTP/2 and HTTP/3 clients take content there for a malformed response (it was
+/// sent over h2, and curl reset the stream with PROTOCOL_ERROR).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_on_a_response_that_has_none_is_not_sent_over_any_protocol() {
+    let data_dir = support::temp_dir("no-content");
+    let server = support::Server::start_in(&support::example("hostile"), &[], &data_dir);
+    let client = Client {
+        server: &server,
+        data_dir: &data_dir,
+    };
+    for proto in Proto::ALL {
+        for status in [204, 304] {
+            let answer = client
+                .get(proto, &format!("/informational?status={status}"))
+                .await;
+            assert_eq!(
+                (answer.status, answer.complete, answer.body.as_slice()),
+                (status, true, &b""[..]),
+                "{proto:?}"
+            );
+        }
+    }
+    // curl, for HTTP/1.1, would wait for the body a HEAD response announces.
+    for proto in [Proto::H2, Proto::H3] {
+        let answer = client.send(proto, "HEAD", "/hello", None).await;
+        assert_eq!(
+            (answer.status, answer.complete, answer.body.as_slice()),
+            (200, true, &b""[..]),
+            "{proto:?}"
+        );
+    }
 }

@@ -33,6 +33,7 @@ pub use config::H2Config;
 use crate::metrics::CloseReason;
 use crate::net::io_fault::io_fault;
 use crate::net::request_body::{Inbox, InboxPool};
+use crate::net::response_fields::has_content;
 use crate::net::service::Service;
 use crate::net::uri::RequestScheme;
 use response::{Outgoing, Progress};
@@ -438,7 +439,7 @@ where
                 }
             };
             let (parts, body) = response.into_parts();
-            let end = slot.head_only || body.is_end_stream();
+            let end = !has_content(slot.head_only, parts.status) || body.is_end_stream();
             response::send_head(&mut self.conn, id, &parts, end, self.queue.stage());
             if end {
                 return true;

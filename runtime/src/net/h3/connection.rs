@@ -30,6 +30,7 @@ use super::quic_code;
 use super::response::{Outgoing, Sent};
 use crate::net::handler::{Handler, trailer_map};
 use crate::net::request_body::{BodyGone, ConnStats, Inbox, InboxPool, RequestBody};
+use crate::net::response_fields::has_content;
 
 /// Read at most this much per read call.
 const READ_CHUNK: usize = 16 * 1024;
@@ -95,6 +96,8 @@ struct RequestStream<H: Handler<RequestHead>> {
     /// The client cancelled it after its handler started: counted once against the
     /// peer reset budget (rapid reset).
     cancelled: bool,
+    /// A HEAD request: its response is a head alone.
+    head_only: bool,
     phase: Phase<H>,
 }
 
@@ -366,6 +369,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
                 stalled: None,
                 written: 0,
                 cancelled: false,
+                head_only: false,
                 phase: Phase::Head,
             });
             progress = true;
@@ -599,6 +603,7 @@ impl<H: Handler<RequestHead>> Driver<H> {
         let call = catch_unwind(AssertUnwindSafe(|| self.handler.call(head, body)));
         if let Some(stream) = self.requests.iter_mut().find(|s| s.id == id) {
             stream.inbox = Some(inbox);
+            stream.head_only = head.method() == b"HEAD";
             match call {
                 Ok(future) => stream.phase = Phase::Handling(future),
                 Err(_) => {
@@ -631,7 +636,8 @@ impl<H: Handler<RequestHead>> Driver<H> {
             };
             let staged = self.send_buffer();
             let stream = &mut self.requests[i];
-            stream.phase = Phase::Sending(Outgoing::new(&mut self.core, response, staged));
+            let content = has_content(stream.head_only, response.status());
+            stream.phase = Phase::Sending(Outgoing::new(&mut self.core, response, content, staged));
         }
         let stream = &mut self.requests[i];
         let Phase::Sending(outgoing) = &mut stream.phase else {

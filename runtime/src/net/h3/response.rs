@@ -47,10 +47,15 @@ pub(super) struct Outgoing<B> {
 }
 
 impl<B: ResponseStream> Outgoing<B> {
-    /// Stages `response`'s head in `staged` (a pooled, empty buffer). A head larger
-    /// than the client takes (its SETTINGS_MAX_FIELD_SECTION_SIZE, RFC 9114 §4.2.2)
-    /// becomes a bare 500.
-    pub(super) fn new(core: &mut Connection, response: http::Response<B>, staged: Vec<u8>) -> Self {
+    /// Stages `response`'s head in `staged` (a pooled, empty buffer); without
+    /// `content`, its body is dropped. A head larger than the client takes (its
+    /// SETTINGS_MAX_FIELD_SECTION_SIZE, RFC 9114 §4.2.2) becomes a bare 500.
+    pub(super) fn new(
+        core: &mut Connection,
+        response: http::Response<B>,
+        content: bool,
+        staged: Vec<u8>,
+    ) -> Self {
         let (parts, body) = response.into_parts();
         let status = [(&b":status"[..], parts.status.as_str().as_bytes())];
         let head = || status.into_iter().chain(fields(&parts.headers));
@@ -61,8 +66,8 @@ impl<B: ResponseStream> Outgoing<B> {
         let mut staged = staged;
         core.send_headers(head(), &mut staged);
         Outgoing {
-            ended: body.is_end_stream(),
-            body: Some(body),
+            ended: !content || body.is_end_stream(),
+            body: content.then_some(body),
             staged,
             pending: Bytes::new(),
             written: 0,
@@ -272,7 +277,7 @@ pub(super) mod tests {
             Ok(Frame::trailers(trailers)),
         ]);
         let body = BoxBody::new(StreamBody::new(frames));
-        let mut outgoing = Outgoing::new(&mut core, http::Response::new(body), Vec::new());
+        let mut outgoing = Outgoing::new(&mut core, http::Response::new(body), true, Vec::new());
         let sent = std::future::poll_fn(|cx| outgoing.pump(&mut core, &mut send, 0, cx)).await;
         assert_eq!(sent, Sent::Failed);
         let mut octets = Vec::new();
