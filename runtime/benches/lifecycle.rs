@@ -30,7 +30,7 @@ fn main() -> Result<()> {
     };
     let wasm = std::fs::read(&component)
         .with_context(|| format!("reading {} (build the examples first)", component.display()))?;
-    let engine = build_engine(&PoolConfig::default())?;
+    let engine = build_engine(&PoolConfig::default(), wedge::host::Compile::Optimized)?;
     let app = Arc::new(App::load(
         &engine,
         &ArtifactCache::disabled(),

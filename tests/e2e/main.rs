@@ -34,6 +34,7 @@ mod request_trailers;
 mod sdk_examples;
 mod shutdown_under_load;
 mod tenancy;
+mod tiered_compile;
 mod tls;
 mod wagi;
 mod wasi_p3;

@@ -21,7 +21,9 @@ use crate::{example, temp_dir};
 /// The one engine of this test binary (`build_engine` may run once per process).
 pub fn engine() -> &'static wasmtime::Engine {
     static ENGINE: OnceLock<wasmtime::Engine> = OnceLock::new();
-    ENGINE.get_or_init(|| build_engine(&PoolConfig::default()).expect("engine"))
+    ENGINE.get_or_init(|| {
+        build_engine(&PoolConfig::default(), wedge::host::Compile::Optimized).expect("engine")
+    })
 }
 
 /// An app from an example component.

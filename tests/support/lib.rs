@@ -567,4 +567,16 @@ impl Parked {
     pub fn finish(mut self) {
         self.0.write_all(b"0\r\n\r\n").unwrap();
     }
+
+    /// Sends `last` as the body's last chunk, ends the body and reads the rest of
+    /// the response (the connection closes after it), as sent on the wire.
+    pub fn finish_with(mut self, last: &str) -> String {
+        write!(self.0, "{:x}\r\n{last}\r\n0\r\n\r\n", last.len()).unwrap();
+        self.0
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut rest = String::new();
+        self.0.read_to_string(&mut rest).unwrap();
+        rest
+    }
 }

@@ -12,6 +12,7 @@
 //! (`runtime/proto/fuzz`, target `config`).
 
 pub mod admission;
+pub mod compile;
 mod dev;
 mod errors;
 pub mod executor;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use toml::de::DeTable;
 
 use crate::admission::AdmissionLimits;
+use crate::compile::Compile;
 use crate::executor::Executor;
 use crate::keyvalue::{self, Backend, KeyValue};
 use crate::limits::{Limits, Reuse};
@@ -48,6 +49,7 @@ pub(super) fn config(doc: &mut Doc, root: &DeTable, paths: &Paths) -> Config {
     let admin_tls_cert = root.take("admin_tls_cert");
     let admin_tls_key = root.take("admin_tls_key");
     let apps = root.take("app");
+    let compile = root.take("compile");
     // `wedge dev`'s; checked here too, so that the file is checked as one.
     if let Some(field) = root.take("dev") {
         crate::dev::table(doc, &field, paths.base);
@@ -73,6 +75,7 @@ pub(super) fn config(doc: &mut Doc, root: &DeTable, paths: &Paths) -> Config {
         apps: apps
             .map(|field| app_list(doc, &field, paths))
             .unwrap_or_default(),
+        compile: compile.and_then(|field| field.parse(doc, Compile::parse)),
     }
 }
 

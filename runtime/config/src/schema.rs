@@ -25,6 +25,9 @@ pub struct Config {
     pub admin: Option<AdminConfig>,
     /// `[[app]]`, in file order. Names are unique and no route is claimed twice.
     pub apps: Vec<AppConfig>,
+    /// `compile`: how components the precompiled cache does not hold are compiled;
+    /// `None` leaves it to `--compile` (by default tiered).
+    pub compile: Option<crate::compile::Compile>,
 }
 
 /// The TLS listener.

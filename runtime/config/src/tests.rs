@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::admission::AdmissionLimits;
+use crate::compile::Compile;
 use crate::executor::Executor;
 use crate::keyvalue::{Backend, KeyValue};
 use crate::limits::{Limits, Reuse};
@@ -798,5 +799,19 @@ fn wedge_metadata_problems_name_their_key_and_line() {
     assert!(
         lines[1].starts_with("Cargo.toml:5: package.metadata.wedge.colour: unknown key"),
         "{errors}"
+    );
+}
+
+#[test]
+fn compile_says_how_uncached_components_are_compiled_and_is_left_to_the_flag_when_absent() {
+    assert_eq!(parse_ok(&with_app("")).compile, None);
+    let text = format!("compile = \"optimized\"\n{}", with_app(""));
+    assert_eq!(parse_ok(&text).compile, Some(Compile::Optimized));
+    let text = format!("compile = \"tiered\"\n{}", with_app(""));
+    assert_eq!(parse_ok(&text).compile, Some(Compile::Tiered));
+    let text = format!("compile = \"fast\"\n{}", with_app(""));
+    assert_eq!(
+        errors(&text),
+        ["wedge.toml:1: compile: `fast` is no compile mode: `tiered` or `optimized`"]
     );
 }

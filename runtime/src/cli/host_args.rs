@@ -165,6 +165,16 @@ pub struct HostArgs {
           default_value = "30s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
 
+    /// How a component the precompiled cache does not hold is compiled: `tiered`
+    /// serves it at once with code from Winch (wasmtime's baseline compiler), then,
+    /// after its first request, compiles it with Cranelift in the background (one
+    /// compile at a time, at low priority) and switches new requests to that code,
+    /// which goes into the cache; `optimized` compiles it with Cranelift before
+    /// serving it. With --config, this flag wins over the file's `compile`
+    /// [default: optimized].
+    #[arg(long, help_heading = PROCESS, value_name = "MODE")]
+    pub compile: Option<crate::host::Compile>,
+
     /// Where wedge keeps its data (precompiled components, certificates).
     #[arg(long, help_heading = PROCESS, value_name = "DIR", env = "WEDGE_DATA_DIR")]
     data_dir: Option<PathBuf>,

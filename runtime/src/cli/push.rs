@@ -79,10 +79,14 @@ fn check(
     executor: Executor,
     cache: &ArtifactCache,
 ) -> Result<ComponentInfo> {
-    let engine = host::build_engine(&PoolConfig {
-        max_instances: 1,
-        ..PoolConfig::default()
-    })?;
+    // What is pushed is checked with the code a server would cache.
+    let engine = host::build_engine(
+        &PoolConfig {
+            max_instances: 1,
+            ..PoolConfig::default()
+        },
+        host::Compile::Optimized,
+    )?;
     let app = App::load(&engine, cache, name, wasm, executor, Limits::default())?;
     // The engine App::load chose for it (see `host::app::Load::prepare`).
     let engine = app.pre.engine();

@@ -21,7 +21,7 @@ use crate::host::{App, Executor};
 use crate::metrics::{AppMetrics, Metrics};
 use crate::serve::AccessLog;
 use crate::tenancy::Tenancy;
-use crate::tenancy::{Serving, Site, Tenant};
+use crate::tenancy::{Serving, Site, Tenant, tier_up_on_first_request};
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -105,6 +105,7 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
         addresses,
         access_log,
         memory,
+        args.host.compile.unwrap_or_default(),
         |host| async move {
             let (name, wasm, origin, built_as) = target.component(&registry).await?;
             // `--wagi`, or a crate whose metadata says so.
@@ -129,11 +130,12 @@ fn serve_one(args: &ServeArgs, target: &Path, access_log: AccessLog) -> Result<(
             .context("loading the component")?
             .with_context(|| origin)?;
             let name = app.name().to_string();
-            let tenant = Tenant::new(&name, Serving::App(Arc::new(app)));
+            let tenant = Arc::new(Tenant::new(&name, Serving::App(Arc::new(app))));
+            tier_up_on_first_request(&tenant);
             Ok(Started {
                 name,
                 apps: None,
-                site: Arc::new(Site::single(Arc::new(tenant))),
+                site: Arc::new(Site::single(tenant)),
                 metrics: None,
                 overlay: None,
             })
@@ -175,6 +177,8 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
         addresses,
         access_log,
         memory,
+        // The flag wins over the file.
+        args.host.compile.or(config.compile).unwrap_or_default(),
         |host| async move {
             // Bound before the apps load (compiling, pulling): its /healthz answers
             // while they do, so a liveness probe does not kill a slow start.

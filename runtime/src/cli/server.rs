@@ -16,7 +16,7 @@ use crate::admin::Readiness;
 use crate::host::admission::Admission;
 use crate::host::keyvalue::{KeyValue, KeyValueHost};
 use crate::host::outbound::Outbound;
-use crate::host::{self, ArtifactCache, DevOverlay, Executor, Limits, PoolConfig};
+use crate::host::{self, ArtifactCache, Compile, DevOverlay, Executor, Limits, PoolConfig};
 use crate::metrics::Metrics;
 use crate::net::{Listeners, cert};
 use crate::serve::server::{Tls, bind_workers, start_workers};
@@ -79,6 +79,7 @@ pub fn run<F, Fut>(
     addresses: Addresses,
     access_log: AccessLog,
     largest_memory: u64,
+    compile: Compile,
     start: F,
 ) -> Result<()>
 where
@@ -112,11 +113,14 @@ where
         args.workers(),
     )?;
     let workers = runtime.block_on(async move {
-        let engine = host::build_engine(&PoolConfig {
-            max_memory: largest_memory,
-            max_instances: args.max_instances(),
-            keep_resident: args.pool_keep_resident(),
-        })?;
+        let engine = host::build_engine(
+            &PoolConfig {
+                max_memory: largest_memory,
+                max_instances: args.max_instances(),
+                keep_resident: args.pool_keep_resident(),
+            },
+            compile,
+        )?;
         let cache = ArtifactCache::new(data_dir.join("precompiled"));
         let readiness = Arc::new(Readiness::default());
         let started = start(Host {

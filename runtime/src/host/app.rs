@@ -28,6 +28,7 @@ use super::outbound::Outbound;
 use super::response::{plain, retry_later, too_large};
 use super::response_body::ResponseBody;
 use super::store::{GuestState, ProgramStdio};
+use super::tiered::Baseline;
 use super::vars::GuestVars;
 use crate::metrics::AppMetrics;
 
@@ -57,6 +58,9 @@ pub struct App {
     /// Its reused instances (p3 always, p2 when `instance_reuse` > 1), made on
     /// the first request.
     pub(crate) workers: Workers,
+    /// While it runs Winch's code: what it takes to compile it with Cranelift
+    /// (see `tiered`).
+    pub(crate) baseline: Option<Baseline>,
 }
 
 /// An app version's reused instances: one `ProxyHandler`, made on the first request.
@@ -162,20 +166,8 @@ impl App {
             (Binary::Module, Executor::WasiHttp) => Some(Adapter::Reactor),
             (Binary::Module, Executor::Wagi) => Some(Adapter::Command),
         };
-        // The cache is keyed by what was loaded, so a cached module is not
-        // componentized again.
-        let source: &[&[u8]] = match adapter {
-            None => &[wasm],
-            Some(adapter) => &[adapter.identity(), wasm],
-        };
-        let load = Load {
-            cache,
-            wasm,
-            source,
-            adapter,
-            executor,
-        };
-        let (component, pre, engine, from_cache) = load.prepare(engine, &limits)?;
+        let load = Load::new(cache, wasm, adapter, executor);
+        let prepared = load.prepare(engine, &limits)?;
         let elapsed = started.elapsed().as_millis();
         let made = adapter.map_or(String::new(), |adapter| {
             format!(
@@ -183,11 +175,17 @@ impl App {
                 adapter.name()
             )
         });
-        if from_cache {
+        if prepared.from_cache {
             tracing::info!("loaded app `{name}`{made} from the precompiled cache in {elapsed} ms");
+        } else if prepared.baseline.is_some() {
+            // Winch's code is not cached: the cache holds what a start should load.
+            tracing::info!(
+                "compiled app `{name}`{made} with the baseline compiler (Winch) in {elapsed} ms; \
+                 after its first request it is compiled optimized in the background"
+            );
         } else if cache.is_enabled() {
             // Only a component that passed validation is worth keeping.
-            cache.store(engine, source, &component);
+            cache.store(&prepared.engine, &load.source(), &prepared.component);
             tracing::info!(
                 "compiled app `{name}`{made} in {elapsed} ms (stored in the precompiled cache)"
             );
@@ -206,9 +204,28 @@ impl App {
             metrics,
             vars: GuestVars::default(),
             keyvalue: AppStore::none(),
+            pre: prepared.pre,
+            workers: Default::default(),
+            baseline: prepared.baseline,
+        })
+    }
+
+    /// This app running `pre` instead: the same name, limits, admission, metrics,
+    /// output, variables and stores; new reused instances.
+    pub(crate) fn with_pre(&self, pre: Pre) -> App {
+        App {
+            name: self.name.clone(),
+            limits: self.limits.clone(),
+            outbound: self.outbound.clone(),
+            admission: self.admission.clone(),
+            metrics: self.metrics.clone(),
+            output: self.output.clone(),
+            vars: self.vars.clone(),
+            keyvalue: self.keyvalue.clone(),
             pre,
             workers: Default::default(),
-        })
+            baseline: None,
+        }
     }
 
     /// Lets the app's guest send outbound requests as `policy` allows
@@ -369,63 +386,153 @@ fn module_to_component(module: &[u8], adapter: Adapter) -> Result<Vec<u8>> {
 }
 
 /// What [`App::load`] compiles and pre-instantiates.
-struct Load<'a> {
+pub(crate) struct Load<'a> {
     cache: &'a ArtifactCache,
     wasm: &'a [u8],
-    /// What the cache is keyed by.
-    source: &'a [&'a [u8]],
     adapter: Option<Adapter>,
     executor: Executor,
 }
 
-impl Load<'_> {
-    /// The component compiled (or loaded from the cache) and pre-instantiated on the
+/// A component compiled (or loaded from the cache) and pre-instantiated.
+struct Prepared {
+    component: Component,
+    pre: Pre,
+    /// The engine its code is for.
+    engine: Engine,
+    from_cache: bool,
+    /// Compiled by Winch: what it takes to compile it with Cranelift.
+    baseline: Option<Baseline>,
+}
+
+impl<'a> Load<'a> {
+    pub(crate) fn new(
+        cache: &'a ArtifactCache,
+        wasm: &'a [u8],
+        adapter: Option<Adapter>,
+        executor: Executor,
+    ) -> Self {
+        Load {
+            cache,
+            wasm,
+            adapter,
+            executor,
+        }
+    }
+
+    /// What the cache is keyed by: what was loaded, so a cached module is not
+    /// componentized again.
+    pub(crate) fn source(&self) -> Vec<&'a [u8]> {
+        match self.adapter {
+            None => vec![self.wasm],
+            Some(adapter) => vec![adapter.identity(), self.wasm],
+        }
+    }
+
+    /// The component compiled (or loaded from the cache) and pre-instantiated for the
     /// engine that will serve it: a WASI 0.2 wasi:http component served one fresh
     /// instance per request runs on the engine without component-model concurrency
     /// (`engine::without_concurrency`), linked with WASI 0.2 only; WASI 0.3
     /// components (which that engine refuses: their exports are async), components
     /// that import WASI 0.3, apps that reuse instances and WAGI programs run on
-    /// `engine`. The flag: loaded from the cache.
-    fn prepare<'e>(
-        &self,
-        engine: &'e Engine,
-        limits: &Limits,
-    ) -> Result<(Component, Pre, &'e Engine, bool)> {
+    /// `engine`. A component the cache holds for either is loaded from there before
+    /// anything is compiled. With tiered compilation on, a component not in the
+    /// cache is compiled by Winch (`engine::baseline`), or by Cranelift if Winch
+    /// cannot compile it.
+    fn prepare(&self, engine: &Engine, limits: &Limits) -> Result<Prepared> {
         let without = super::engine::without_concurrency(engine)
             .filter(|_| self.executor == Executor::WasiHttp && !reuses_p2_instances(limits));
-        if let Some(prepared) = without.and_then(|without| self.prepare_on(without, false).ok()) {
-            tracing::debug!("a WASI 0.2 app on the engine without component-model concurrency");
-            return Ok(prepared);
+        let candidates: Vec<(&Engine, bool)> = without
+            .map(|without| (without, false))
+            .into_iter()
+            .chain([(engine, true)])
+            .collect();
+        let source = self.source();
+        for &(engine, p3) in &candidates {
+            let Some(component) = self.cache.load(engine, &source) else {
+                continue;
+            };
+            match self.pre_on(engine, &component, p3) {
+                Ok(pre) => {
+                    return Ok(Prepared {
+                        component,
+                        pre,
+                        engine: engine.clone(),
+                        from_cache: true,
+                        baseline: None,
+                    });
+                }
+                Err(err) => tracing::debug!("not served from the cached artifact: {err:#}"),
+            }
         }
-        self.prepare_on(engine, true)
+        // Winch's code on each engine first, then (should Winch refuse the
+        // component) Cranelift's.
+        let baseline = candidates.iter().filter_map(|&(optimized, p3)| {
+            super::engine::baseline(optimized).map(|baseline| (baseline, Some(optimized), p3))
+        });
+        let optimized = candidates
+            .iter()
+            .map(|&(optimized, p3)| (optimized, None, p3));
+        let mut failed = None;
+        for (engine, tiers_up_to, p3) in baseline.chain(optimized) {
+            match self.compile_on(engine, p3) {
+                Ok((component, pre)) => {
+                    let baseline = tiers_up_to.map(|optimized| {
+                        Baseline::new(
+                            self.wasm,
+                            self.adapter,
+                            self.executor,
+                            p3,
+                            optimized.clone(),
+                            self.cache.clone(),
+                        )
+                    });
+                    return Ok(Prepared {
+                        component,
+                        pre,
+                        engine: engine.clone(),
+                        from_cache: false,
+                        baseline,
+                    });
+                }
+                Err(err) => {
+                    tracing::debug!(
+                        "not served by {} on the engine {} component-model concurrency: {err:#}",
+                        if tiers_up_to.is_some() {
+                            "Winch"
+                        } else {
+                            "Cranelift"
+                        },
+                        if p3 { "with" } else { "without" }
+                    );
+                    failed = Some(err);
+                }
+            }
+        }
+        Err(failed.expect("the engine with concurrency is always a candidate"))
     }
 
-    /// On `engine`; `p3`: it has component-model concurrency, so WASI 0.3 is linked.
-    fn prepare_on<'e>(
-        &self,
-        engine: &'e Engine,
-        p3: bool,
-    ) -> Result<(Component, Pre, &'e Engine, bool)> {
-        let cached = self.cache.load(engine, self.source);
-        let from_cache = cached.is_some();
-        let component = match (cached, self.adapter) {
-            (Some(component), _) => component,
-            (None, None) => Component::new(engine, self.wasm)?,
-            (None, Some(adapter)) => {
-                Component::new(engine, module_to_component(self.wasm, adapter)?)?
-            }
+    /// Compiled for `engine` (not taken from the cache) and pre-instantiated; `p3`:
+    /// `engine` has component-model concurrency, so WASI 0.3 is linked.
+    pub(crate) fn compile_on(&self, engine: &Engine, p3: bool) -> Result<(Component, Pre)> {
+        let component = match self.adapter {
+            None => Component::new(engine, self.wasm)?,
+            Some(adapter) => Component::new(engine, module_to_component(self.wasm, adapter)?)?,
         };
-        let pre = match self.executor {
+        let pre = self.pre_on(engine, &component, p3)?;
+        Ok((component, pre))
+    }
+
+    fn pre_on(&self, engine: &Engine, component: &Component, p3: bool) -> Result<Pre> {
+        Ok(match self.executor {
             Executor::WasiHttp => {
-                let world = check_exports(engine, &component)?;
+                let world = check_exports(engine, component)?;
                 if world == World::P3 && !p3 {
                     bail!("a WASI 0.3 component needs component-model concurrency");
                 }
-                Pre::Http(pre_instantiate(engine, &component, world, p3)?)
+                Pre::Http(pre_instantiate(engine, component, world, p3)?)
             }
-            Executor::Wagi => Pre::Wagi(pre_instantiate_command(engine, &component)?),
-        };
-        Ok((component, pre, engine, from_cache))
+            Executor::Wagi => Pre::Wagi(pre_instantiate_command(engine, component)?),
+        })
     }
 }
 
@@ -463,7 +570,7 @@ fn check_exports(engine: &Engine, component: &Component) -> Result<World> {
 
 /// Links all of WASI 0.2 and (`p3`: on an engine with component-model concurrency)
 /// 0.3 with nothing granted plus wasi:http (both), wasi:config and wasi:keyvalue
-/// (each version wedge serves), and resolves the component's imports once so each
+/// (each version wedge serves; Spin's key-value only with `p3`), and resolves the component's imports once so each
 /// instance only instantiates. Both versions are linked whatever the world: a p3
 /// component built for `wasm32-wasip2` still imports WASI 0.2 through the Rust
 /// standard library.
@@ -476,7 +583,7 @@ fn link(engine: &Engine, component: &Component, p3: bool) -> Result<InstancePre<
         wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
     }
     wasmtime_wasi_config::add_to_linker(&mut linker, GuestState::config)?;
-    super::keyvalue::add_to_linker(&mut linker, GuestState::keyvalue)?;
+    super::keyvalue::add_to_linker(&mut linker, GuestState::keyvalue, p3)?;
     linker
         .instantiate_pre(component)
         .map_err(anyhow::Error::from)

@@ -71,8 +71,16 @@ impl ArtifactCache {
         // SAFETY: the file was written by `Component::serialize` of this
         // cache and is named by the engine's compatibility hash; wasmtime
         // also checks the header before using it.
+        let started = std::time::Instant::now();
         match unsafe { Component::deserialize_file(engine, &path) } {
-            Ok(component) => Some(component),
+            Ok(component) => {
+                tracing::debug!(
+                    "deserialized {} in {} µs",
+                    path.display(),
+                    started.elapsed().as_micros()
+                );
+                Some(component)
+            }
             Err(err) => {
                 tracing::warn!(
                     "ignoring unusable precompiled artifact {}: {err}",

@@ -8,12 +8,21 @@
 //! (`call_sync_lower`: `host_task_create` pushes a `HostTask` into the store's
 //! concurrent state and makes it the current thread, `host_task_delete` undoes both;
 //! borrows are scoped by task through `current_scope_id`).
+//!
+//! With tiered compilation (`tiered`) each has a sibling compiling with Winch,
+//! wasmtime's baseline compiler, whose code only runs on an engine configured for it;
+//! each with a pool of its own, as the two above have, so `--max-instances` bounds
+//! instances of apps on Winch's code too.
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Strategy,
+};
+
+use super::compile::Compile;
 
 /// How often the epoch advances. Guest code yields to its worker at every tick
 /// and CPU limits are checked at this granularity.
@@ -41,8 +50,9 @@ impl Default for PoolConfig {
     }
 }
 
-fn base_config(concurrency: bool) -> Config {
+fn base_config(concurrency: bool, strategy: Strategy) -> Config {
     let mut config = Config::new();
+    config.strategy(strategy);
     config.concurrency_support(concurrency);
     config.epoch_interruption(true);
     config.memory_init_cow(true);
@@ -71,18 +81,44 @@ pub(crate) fn without_concurrency(engine: &Engine) -> Option<&'static Engine> {
     Engine::same(engine, with).then_some(without)
 }
 
+/// The Winch siblings of the two engines [`build_engine`] made, when tiered
+/// compilation is on: (Cranelift engine, its Winch sibling).
+static BASELINE: OnceLock<[(Engine, Engine); 2]> = OnceLock::new();
+
+/// The engine compiling with Winch for `engine`'s apps, when tiered compilation is on.
+pub(crate) fn baseline(engine: &Engine) -> Option<&'static Engine> {
+    let pairs = BASELINE.get()?;
+    pairs
+        .iter()
+        .find(|(optimized, _)| Engine::same(optimized, engine))
+        .map(|(_, baseline)| baseline)
+}
+
 /// Builds the engine (and its sibling without concurrency, each with a pool of
 /// `pool`'s size), falling back to on-demand allocation (with a warning) when a
-/// pool's address space cannot be reserved.
-pub fn build_engine(pool: &PoolConfig) -> Result<Engine> {
-    let engine = pooled_engine(pool, true)?;
-    let without = pooled_engine(pool, false)?;
-    start_epoch_ticker([engine.clone(), without.clone()])?;
+/// pool's address space cannot be reserved; with `compile` tiered, their Winch
+/// siblings too.
+pub fn build_engine(pool: &PoolConfig, compile: Compile) -> Result<Engine> {
+    let engine = pooled_engine(pool, true, Strategy::Cranelift)?;
+    let without = pooled_engine(pool, false, Strategy::Cranelift)?;
+    let mut ticked = vec![engine.clone(), without.clone()];
+    if compile == Compile::Tiered {
+        let pairs = [
+            (engine.clone(), pooled_engine(pool, true, Strategy::Winch)?),
+            (
+                without.clone(),
+                pooled_engine(pool, false, Strategy::Winch)?,
+            ),
+        ];
+        ticked.extend(pairs.iter().map(|(_, baseline)| baseline.clone()));
+        let _ = BASELINE.set(pairs);
+    }
+    start_epoch_ticker(ticked)?;
     let _ = WITHOUT_CONCURRENCY.set((engine.clone(), without));
     Ok(engine)
 }
 
-fn pooled_engine(pool: &PoolConfig, concurrency: bool) -> Result<Engine> {
+fn pooled_engine(pool: &PoolConfig, concurrency: bool, strategy: Strategy) -> Result<Engine> {
     let mut pooling = PoolingAllocationConfig::default();
     pooling
         .total_component_instances(pool.max_instances)
@@ -91,7 +127,7 @@ fn pooled_engine(pool: &PoolConfig, concurrency: bool) -> Result<Engine> {
         .total_tables(pool.max_instances * 4)
         .max_memory_size(pool.max_memory as usize);
     keep_pages_resident(&mut pooling, pool.keep_resident);
-    let mut config = base_config(concurrency);
+    let mut config = base_config(concurrency, strategy);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
     match Engine::new(&config) {
         Ok(engine) => {
@@ -102,7 +138,7 @@ fn pooled_engine(pool: &PoolConfig, concurrency: bool) -> Result<Engine> {
             tracing::warn!(
                 "pooling allocator unavailable ({err}); falling back to on-demand instance allocation"
             );
-            Engine::new(&base_config(concurrency))
+            Engine::new(&base_config(concurrency, strategy))
                 .map_err(anyhow::Error::from)
                 .context("creating the wasm engine")
         }
@@ -131,10 +167,10 @@ fn keep_pages_resident(pooling: &mut PoolingAllocationConfig, bytes: u64) {
     }
 }
 
-/// Starts the one epoch ticker of this process, for both engines. wedge builds its
-/// engines once per process; a second call is refused rather than starting a
+/// Starts the one epoch ticker of this process, for all its engines. wedge builds
+/// its engines once per process; a second call is refused rather than starting a
 /// second ticker.
-fn start_epoch_ticker(engines: [Engine; 2]) -> Result<()> {
+fn start_epoch_ticker(engines: Vec<Engine>) -> Result<()> {
     static STARTED: OnceLock<()> = OnceLock::new();
     anyhow::ensure!(
         STARTED.set(()).is_ok(),

@@ -21,16 +21,18 @@ mod request_body;
 mod response;
 mod response_body;
 mod store;
+pub mod tiered;
 mod vars;
 
 // The plain values apps are configured with, shared with the config parser, which
 // reads them without wasmtime in the wedge-config crate.
-pub use wedge_config::{executor, outbound};
+pub use wedge_config::{compile, executor, outbound};
 
 pub use app::App;
 pub use build_failure::BuildFailure;
 pub use cache::ArtifactCache;
 pub use call::{BASE_PATH, ClientAddr};
+pub use compile::Compile;
 pub use dev_overlay::DevOverlay;
 pub use engine::{PoolConfig, build_engine};
 pub use executor::Executor;

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, anyhow};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 
-use super::{Directory, Serving, Tenant};
+use super::{Directory, Serving, Tenant, tier_up_on_first_request};
 use crate::config::{AppConfig, ComponentSource};
 use crate::host::admission::Admission;
 use crate::host::keyvalue::KeyValueHost;
@@ -118,7 +118,9 @@ pub async fn load_site(
                     anyhow!("app `{}`: keyvalue.{}: {}", entry.name, bad.key, bad.why)
                 })?;
                 app = app.with_keyvalue(store);
-                Arc::new(Tenant::new(&entry.name, Serving::App(Arc::new(app))))
+                let tenant = Arc::new(Tenant::new(&entry.name, Serving::App(Arc::new(app))));
+                tier_up_on_first_request(&tenant);
+                tenant
             }
         };
         routed.push((tenant.clone(), entry.routes.clone()));

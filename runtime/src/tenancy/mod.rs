@@ -9,6 +9,7 @@
 mod load;
 mod routing;
 mod slot;
+mod tiering;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use load::{Loaded, Loader};
 
 pub use routing::{Directory, Mount, Site, Tenant};
 pub use slot::{AppSlot, Serving};
+pub use tiering::tier_up_on_first_request;
 // The routes themselves are plain values, read by the config parser.
 pub use wedge_config::routes::{DuplicateRoute, Route, RouteTable};
 

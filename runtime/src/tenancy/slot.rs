@@ -43,6 +43,17 @@ impl AppSlot {
         std::mem::replace(&mut *current, serving)
     }
 
+    /// Serves `serving` from the next request on if `app` is what is served now;
+    /// whether it was.
+    pub(crate) fn replace_if(&self, app: &Arc<App>, serving: Serving) -> bool {
+        let mut current = crate::sync::write(&self.current);
+        let served = matches!(&*current, Serving::App(now) if Arc::ptr_eq(now, app));
+        if served {
+            *current = serving;
+        }
+        served
+    }
+
     /// Whether an app (rather than a build failure) is being served.
     pub fn has_app(&self) -> bool {
         matches!(self.current(), Serving::App(_))
@@ -59,7 +70,10 @@ impl Serving {
         connection: &Abandoned,
     ) -> Response<ResponseBody> {
         match self {
-            Serving::App(app) => call::handle(&app, request, scheme, connection).await,
+            Serving::App(app) => {
+                app.request_arrived();
+                call::handle(&app, request, scheme, connection).await
+            }
             Serving::BuildFailed(failure) => failure.response(request.headers()),
         }
     }

@@ -108,6 +108,7 @@ pub fn run(args: DevArgs) -> Result<()> {
         addresses,
         AccessLog::for_stderr(),
         args.host.limits().memory,
+        args.host.compile.unwrap_or_default(),
         |host| async move {
             let slot_name = project.name().to_string();
             // Watching starts before the first build so no save is missed.

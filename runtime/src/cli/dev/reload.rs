@@ -10,7 +10,7 @@ use super::watch::Changes;
 use crate::cli::server::Host;
 use crate::host::{App, ArtifactCache, BuildFailure, DevOverlay, Executor};
 use crate::metrics::AppMetrics;
-use crate::tenancy::{Serving, Tenant};
+use crate::tenancy::{Serving, Tenant, tier_up_on_first_request};
 
 /// Builds and loads versions of one project.
 pub struct Reloader {
@@ -62,6 +62,7 @@ impl Reloader {
     /// Changes during a build make one more build after it.
     pub async fn run(mut self, tenant: Arc<Tenant>) {
         let slot = tenant.slot();
+        tier_up_on_first_request(&tenant);
         loop {
             let changed = self.changes.next().await;
             tracing::info!("{changed} changed: rebuilding");
@@ -70,6 +71,7 @@ impl Reloader {
                 Ok(Some(app)) => {
                     let name = app.name().to_string();
                     slot.replace(Serving::App(app));
+                    tier_up_on_first_request(&tenant);
                     tracing::info!("reloaded `{name}`: new requests get the new version");
                 }
                 Ok(None) => tracing::info!("rebuilt: the component did not change"),

@@ -570,14 +570,21 @@ pub(crate) struct KvView<'a> {
     pub host_memory: &'a HostMemoryBudget,
 }
 
-/// Links every `wasi:keyvalue` version wedge serves, each as `view` sees the store.
+/// Links every `wasi:keyvalue` version wedge serves, each as `view` sees the store,
+/// and (`concurrent`: the engine has component-model concurrency) Spin's
+/// `spin:key-value@3.0.0`, whose functions are async in its WIT: wasmtime refuses
+/// to define them on an engine without concurrency.
 pub(crate) fn add_to_linker<T: Send + 'static>(
     linker: &mut Linker<T>,
     view: fn(&mut T) -> KvView<'_>,
+    concurrent: bool,
 ) -> wasmtime::Result<()> {
     draft::add_to_linker(linker, view)?;
     draft2::add_to_linker(linker, view)?;
-    spin::add_to_linker(linker, view)
+    if concurrent {
+        spin::add_to_linker(linker, view)?;
+    }
+    Ok(())
 }
 
 /// The data the generated `add_to_linker`s hand their host functions.

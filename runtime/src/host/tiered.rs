@@ -1,0 +1,164 @@
+//! Tiered compilation, the host's part: a component the precompiled cache does not
+//! hold is compiled first by Winch, wasmtime's baseline compiler (a 13 MB
+//! componentize-js component: ~5× faster to compile than with Cranelift, its code
+//! slower), and served at once. Its first request calls what tenancy asked for
+//! (`App::on_first_request`): queue, on the one background compiler
+//! ([`in_background`]), its Cranelift compile ([`App::optimized`]), whose result
+//! goes into the precompiled cache and replaces the app in its slot as a redeploy
+//! does (`tenancy::tiering`). A start that finds Cranelift's code in the cache loads
+//! it and never runs Winch.
+//!
+//! The compile waits for the first request so that an app nobody calls costs no more
+//! CPU, and so that the first request does not share the CPU with Cranelift before
+//! it has started.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Result;
+use wasmtime::Engine;
+
+use super::app::{App, Load};
+use super::cache::ArtifactCache;
+use super::componentize::Adapter;
+use super::executor::Executor;
+
+/// What an app running Winch's code needs to be compiled again by Cranelift.
+pub(crate) struct Baseline {
+    wasm: Vec<u8>,
+    adapter: Option<Adapter>,
+    executor: Executor,
+    /// Whether it runs on the engine with component-model concurrency.
+    p3: bool,
+    /// The Cranelift engine its optimized code is for.
+    optimized: Engine,
+    cache: ArtifactCache,
+    /// Called at its first request.
+    on_first_request: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Its first request has come.
+    requested: AtomicBool,
+}
+
+impl Baseline {
+    pub(crate) fn new(
+        wasm: &[u8],
+        adapter: Option<Adapter>,
+        executor: Executor,
+        p3: bool,
+        optimized: Engine,
+        cache: ArtifactCache,
+    ) -> Baseline {
+        Baseline {
+            wasm: wasm.to_vec(),
+            adapter,
+            executor,
+            p3,
+            optimized,
+            cache,
+            on_first_request: OnceLock::new(),
+            requested: AtomicBool::new(false),
+        }
+    }
+}
+
+impl App {
+    /// Whether it runs Winch's code (tiered compilation, the cache did not hold it).
+    pub fn runs_baseline_code(&self) -> bool {
+        self.baseline.is_some()
+    }
+
+    /// Calls `then` at the app's first request, if it runs Winch's code (once; a
+    /// second `then` is ignored).
+    pub fn on_first_request(&self, then: impl Fn() + Send + Sync + 'static) {
+        if let Some(baseline) = &self.baseline {
+            let _ = baseline.on_first_request.set(Box::new(then));
+        }
+    }
+
+    /// A request arrived: the first one of an app running Winch's code calls what
+    /// `on_first_request` was given.
+    pub fn request_arrived(&self) {
+        let Some(baseline) = &self.baseline else {
+            return;
+        };
+        if baseline.requested.load(Ordering::Relaxed)
+            || baseline.requested.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        if let Some(then) = baseline.on_first_request.get() {
+            then();
+        }
+    }
+
+    /// This app compiled by Cranelift, stored in the precompiled cache: what should
+    /// replace it. `None` if it already runs Cranelift's code. Blocks for as long as
+    /// Cranelift takes (seconds for a big component): run it [`in_background`].
+    pub fn optimized(&self) -> Option<Result<App>> {
+        let baseline = self.baseline.as_ref()?;
+        let load = Load::new(
+            &baseline.cache,
+            &baseline.wasm,
+            baseline.adapter,
+            baseline.executor,
+        );
+        let compiled = load.compile_on(&baseline.optimized, baseline.p3);
+        Some(compiled.map(|(component, pre)| {
+            if baseline.cache.is_enabled() {
+                baseline
+                    .cache
+                    .store(&baseline.optimized, &load.source(), &component);
+            }
+            self.with_pre(pre)
+        }))
+    }
+}
+
+/// Runs `job` on the one background compiler: a single thread (so one compile at a
+/// time; wasmtime's parallel compilation runs on the rayon pool it is called from)
+/// at a lower priority than the workers serving requests.
+pub fn in_background(job: impl FnOnce() + Send + 'static) {
+    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .thread_name(|_| "wedge-optimize".into())
+            .start_handler(|_| lower_priority())
+            .build()
+            .expect("starting the background compiler thread")
+    });
+    pool.spawn(job);
+}
+
+/// Nice 10 for the calling thread (Linux applies `setpriority` to a thread id).
+#[cfg(target_os = "linux")]
+fn lower_priority() {
+    // SAFETY: plain system calls about the calling thread itself.
+    let failed = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10) != 0
+    };
+    if failed {
+        tracing::debug!(
+            "the background compiler runs at normal priority: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Elsewhere `setpriority` would lower the whole process.
+#[cfg(not(target_os = "linux"))]
+fn lower_priority() {}
+
+/// Gives the heap freed since back to the system: Cranelift's working memory for a
+/// big component is hundreds of MiB, which glibc's allocator keeps unless asked.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn release_freed_memory() {
+    // SAFETY: no arguments to get wrong; glibc locks its arenas itself.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn release_freed_memory() {}

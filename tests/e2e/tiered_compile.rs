@@ -1,0 +1,90 @@
+//! Tiered compilation (`--compile tiered`): a component the precompiled
+//! cache does not hold serves at once on Winch's code; its first request queues the
+//! Cranelift compile, which replaces it for new requests while a request in flight
+//! finishes on the Winch code; the Cranelift code is cached, and a start that finds
+//! it there never runs Winch.
+
+use std::path::Path;
+
+use support::{Parked, Server, curl, example, temp_dir, wedge};
+
+const BASELINE: &str = "with the baseline compiler (Winch)";
+const SWITCHED: &str = "now runs optimized code";
+const TIERED: &[&str] = &["--no-tls", "--compile", "tiered"];
+
+/// The body of a POST of `body` to the echo example.
+fn echo(server: &Server, body: &str) -> String {
+    let out = curl(&["--fail", "--data-binary", body, &format!("{}/", server.url)]);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn cached_artifacts(data: &Path) -> usize {
+    std::fs::read_dir(data.join("precompiled"))
+        .map(|dir| dir.count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn winch_code_serves_first_and_cranelift_code_takes_over_while_a_request_in_flight_finishes() {
+    let data = temp_dir("tiered-data");
+    let server = Server::start_in(&example("echo"), TIERED, &data);
+    // Nothing is optimized before the app's first request.
+    let log = server.log();
+    assert!(log.contains(BASELINE), "{log}");
+    assert!(!log.contains(SWITCHED), "{log}");
+    assert_eq!(cached_artifacts(&data), 0, "Winch's code is not cached");
+
+    // The first request holds a Winch instance (its response has started) across
+    // the switch, which it queued.
+    let parked = Parked::open(&server, "/");
+    server.wait_for_log(SWITCHED);
+    let rest = parked.finish_with("world");
+    assert!(rest.contains("5\r\nworld\r\n"), "{rest:?}");
+    assert!(rest.ends_with("0\r\n\r\n"), "the response ended: {rest:?}");
+
+    assert_eq!(echo(&server, "after"), "after");
+    assert_eq!(cached_artifacts(&data), 1, "Cranelift's code is cached");
+    let log = server.log();
+    assert_eq!(log.matches(SWITCHED).count(), 1, "{log}");
+}
+
+#[test]
+fn a_start_that_finds_the_cranelift_code_in_the_cache_does_not_run_winch() {
+    let data = temp_dir("tiered-warm");
+    {
+        let server = Server::start_in(&example("echo"), TIERED, &data);
+        assert_eq!(echo(&server, "first"), "first");
+        server.wait_for_log(SWITCHED);
+    }
+    let server = Server::start_in(&example("echo"), TIERED, &data);
+    let log = server.log();
+    assert!(log.contains("from the precompiled cache"), "{log}");
+    assert!(!log.contains(BASELINE), "{log}");
+    assert_eq!(echo(&server, "warm"), "warm");
+}
+
+#[test]
+fn by_default_cranelift_compiles_before_serving() {
+    let data = temp_dir("optimized-data");
+    let server = Server::start_in(&example("echo"), &["--no-tls"], &data);
+    let log = server.log();
+    assert!(log.contains("(stored in the precompiled cache)"), "{log}");
+    assert!(!log.contains(BASELINE), "{log}");
+    assert_eq!(echo(&server, "hi"), "hi");
+    assert_eq!(cached_artifacts(&data), 1);
+}
+
+#[test]
+fn an_unknown_compile_mode_is_refused() {
+    let out = wedge(
+        &["serve", "x.wasm", "--compile", "fast"],
+        &temp_dir("compile-mode"),
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`fast` is no compile mode: `tiered` or `optimized`"),
+        "{stderr}"
+    );
+}
