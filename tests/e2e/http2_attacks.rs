@@ -169,7 +169,7 @@ async fn an_hpack_bomb_is_answered_431_without_growing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn settings_ping_and_empty_data_floods_are_answered_enhance_your_calm() {
+async fn settings_ping_empty_data_and_ignored_frame_floods_are_answered_enhance_your_calm() {
     let server = binary().await;
     let mut settings = attacker(&server).await;
     for _ in 0..200 {
@@ -187,7 +187,20 @@ async fn settings_ping_and_empty_data_floods_are_answered_enhance_your_calm() {
         empty.data(1, &[], false);
     }
     empty.flush().await;
+    // PRIORITY frames (wedge does not prioritise), then frames of an unknown type.
+    let mut ignored = attacker(&server).await;
+    for _ in 0..200 {
+        ignored.frame(0x2, 0, 1, &[0, 0, 0, 0, 16]);
+    }
+    ignored.flush().await;
+    let mut unknown = attacker(&server).await;
+    for _ in 0..200 {
+        unknown.frame(0x42, 0, 0, &[0; 64]);
+    }
+    unknown.flush().await;
     assert_eq!(settings.goaway().await, ErrorCode::EnhanceYourCalm);
+    assert_eq!(ignored.goaway().await, ErrorCode::EnhanceYourCalm);
+    assert_eq!(unknown.goaway().await, ErrorCode::EnhanceYourCalm);
     assert_eq!(pings.goaway().await, ErrorCode::EnhanceYourCalm);
     assert_eq!(empty.goaway().await, ErrorCode::EnhanceYourCalm);
     still_serves(&server).await;

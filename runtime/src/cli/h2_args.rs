@@ -52,6 +52,10 @@ engine_flags! {
         /// Empty DATA frames allowed without body bytes between them.
         h2_empty_data_flood_budget: u32 => core.empty_data_flood_budget;
 
+        /// Frames wedge reads and ignores (PRIORITY, unknown types) allowed without
+        /// requests or body bytes between them.
+        h2_ignored_frame_flood_budget: u32 => core.ignored_frame_flood_budget;
+
         /// Frames a client may still send on a stream once its response ended before
         /// its request did: judged and discarded, then RST_STREAM(NO_ERROR); 0 resets
         /// at once.
@@ -121,6 +125,7 @@ mod tests {
             "--h2-settings-flood-budget=8",
             "--h2-ping-flood-budget=9",
             "--h2-empty-data-flood-budget=10",
+            "--h2-ignored-frame-flood-budget=12",
             "--h2-finished-stream-frames=11",
             "--h2-stream-send-buffer=4096",
             "--h2-handshake-timeout=1s",
@@ -147,6 +152,7 @@ mod tests {
                     settings_flood_budget: 8,
                     ping_flood_budget: 9,
                     empty_data_flood_budget: 10,
+                    ignored_frame_flood_budget: 12,
                     finished_stream_frames: 11,
                 },
                 stream_send_buffer: 4096,

@@ -1,6 +1,6 @@
 //! Budgets against abusive peers (DESIGN 4.5): rapid reset (CVE-2023-44487), resets the
 //! peer makes us send (CVE-2025-8671, "MadeYouReset"), and SETTINGS / PING / empty-DATA
-//! floods. A budget is spent by the suspicious frame and earned back by useful work, so a
+//! / ignored-frame floods. A budget is spent by the suspicious frame and earned back by useful work, so a
 //! well-behaved peer never runs out however long the connection lives, and no clock is
 //! needed: the core stays deterministic.
 
@@ -19,6 +19,9 @@ pub struct Budgets {
     pub pings: Budget,
     /// DATA frames with nothing in them and no END_STREAM; refilled per DATA payload.
     pub empty_data: Budget,
+    /// Frames read and ignored: PRIORITY (wedge does not prioritise) and unknown
+    /// types; refilled per request or DATA payload.
+    pub ignored: Budget,
 }
 
 impl Budgets {
@@ -27,6 +30,7 @@ impl Budgets {
         self.settings.refill();
         self.pings.refill();
         self.empty_data.refill();
+        self.ignored.refill();
     }
 
     /// A response went out whole: the resets budgets earn one back.

@@ -33,6 +33,9 @@ pub struct ConnConfig {
     pub ping_flood_budget: u32,
     /// Empty DATA frames without END_STREAM and without useful work between them.
     pub empty_data_flood_budget: u32,
+    /// Frames read and ignored (PRIORITY, unknown types) without useful work between
+    /// them.
+    pub ignored_frame_flood_budget: u32,
     /// Frames a stream may still receive once our response ended before its request
     /// did: judged and discarded, then RST_STREAM(NO_ERROR). Its octets are bounded by
     /// the stream window, never re-opened once the response ended. 0 resets at once.
@@ -54,6 +57,7 @@ impl Default for ConnConfig {
             settings_flood_budget: 100,
             ping_flood_budget: 100,
             empty_data_flood_budget: 100,
+            ignored_frame_flood_budget: 100,
             finished_stream_frames: 100,
         }
     }

@@ -170,6 +170,7 @@ impl Connection {
             settings: Budget::new(config.settings_flood_budget),
             pings: Budget::new(config.ping_flood_budget),
             empty_data: Budget::new(config.empty_data_flood_budget),
+            ignored: Budget::new(config.ignored_frame_flood_budget),
         };
         Connection {
             // The table starts at the RFC's 4096 until the peer acknowledges ours.
@@ -298,7 +299,13 @@ impl Connection {
             Frame::Data(data) => self.on_data(data, input, out, events),
             Frame::Headers(headers) => self.on_headers(headers, out, events),
             Frame::Continuation(c) => self.on_continuation(c, out, events),
-            Frame::Priority(_) | Frame::Unknown(_) => Ok(()),
+            // Cheap to skip, but a stream of them is work with nothing asked.
+            Frame::Priority(_) | Frame::Unknown(_) => {
+                if !self.budgets.ignored.spend() {
+                    return Err(ErrorCode::EnhanceYourCalm);
+                }
+                Ok(())
+            }
             Frame::RstStream(rst) => self.on_rst_stream(rst, events),
             Frame::Settings(settings) => self.on_settings(settings, out),
             Frame::PushPromise(_) => Err(ErrorCode::ProtocolError),

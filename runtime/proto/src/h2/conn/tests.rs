@@ -1105,7 +1105,7 @@ fn made_you_reset_exhausts_its_budget() {
 }
 
 #[test]
-fn settings_ping_and_empty_data_floods_exhaust_their_budgets() {
+fn settings_ping_empty_data_and_ignored_frame_floods_exhaust_their_budgets() {
     budgeted(
         ConnConfig {
             settings_flood_budget: 10,
@@ -1135,6 +1135,14 @@ fn settings_ping_and_empty_data_floods_exhaust_their_budgets() {
             p.send(&wire(DATA, 0, 1, &[]));
         },
     );
+    let ignored = || ConnConfig {
+        ignored_frame_flood_budget: 10,
+        ..ConnConfig::default()
+    };
+    budgeted(ignored(), 10, |p, _| {
+        p.send(&wire(PRIORITY, 0, 1, &[0, 0, 0, 0, 16]))
+    });
+    budgeted(ignored(), 10, |p, _| p.send(&wire(0x42, 0, 0, &[0; 64])));
 }
 
 #[test]
