@@ -332,7 +332,8 @@ fn help_groups_the_flags_by_purpose() {
             "--kv-max-value-size",
             "--kv-max-bytes",
             "--kv-max-in-flight",
-            "--kv-timeout"
+            "--kv-timeout",
+            "--kv-ca"
         ]
     );
     assert_eq!(
