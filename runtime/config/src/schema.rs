@@ -26,7 +26,7 @@ pub struct Config {
     /// `[[app]]`, in file order. Names are unique and no route is claimed twice.
     pub apps: Vec<AppConfig>,
     /// `compile`: how components the precompiled cache does not hold are compiled;
-    /// `None` leaves it to `--compile` (by default tiered).
+    /// `None` leaves it to `--compile` (by default optimized).
     pub compile: Option<crate::compile::Compile>,
 }
 

@@ -140,8 +140,10 @@ pub struct HostArgs {
           default_value = "1s", value_parser = parse_positive_duration)]
     instance_idle: Duration,
 
-    /// Instances alive at once across all apps (the instance pool's size); a
-    /// request finding the pool full gets 503 with Retry-After.
+    /// Instances alive at once across all apps, per instance pool (its size: WASI 0.2
+    /// apps served fresh instances have a pool of their own, and with --compile tiered
+    /// apps on Winch's code two more); a request finding its pool full gets 503 with
+    /// Retry-After.
     #[arg(long, help_heading = INSTANCES, value_name = "N",
           default_value_t = crate::host::PoolConfig::default().max_instances,
           value_parser = clap::value_parser!(u32).range(1..))]

@@ -118,16 +118,29 @@ impl App {
 /// time; wasmtime's parallel compilation runs on the rayon pool it is called from)
 /// at a lower priority than the workers serving requests.
 pub fn in_background(job: impl FnOnce() + Send + 'static) {
-    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     let pool = POOL.get_or_init(|| {
-        rayon::ThreadPoolBuilder::new()
+        let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(1)
             .thread_name(|_| "wedge-optimize".into())
             .start_handler(|_| lower_priority())
-            .build()
-            .expect("starting the background compiler thread")
+            .build();
+        pool.map_err(|err| {
+            tracing::warn!(
+                "cannot start the background compiler ({err}); apps keep their baseline code"
+            )
+        })
+        .ok()
     });
-    pool.spawn(job);
+    let Some(pool) = pool else { return };
+    // A panic in a job spawned on a rayon pool aborts the process: one tenant's
+    // component would stop every tenant (and again after each restart, as nothing
+    // was cached). Caught, it leaves that app on its baseline code.
+    pool.spawn(move || {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
+            tracing::error!("a background compile panicked; its app keeps its baseline code");
+        }
+    });
 }
 
 /// Nice 10 for the calling thread (Linux applies `setpriority` to a thread id).
