@@ -99,6 +99,24 @@ impl FirstRead {
     }
 }
 
+/// A notification given once: when told, or when dropped untold (the body task
+/// stopped before its first read).
+struct TellOnce(Option<Arc<Notify>>);
+
+impl TellOnce {
+    fn tell(&mut self) {
+        if let Some(notify) = self.0.take() {
+            notify.notify_one();
+        }
+    }
+}
+
+impl Drop for TellOnce {
+    fn drop(&mut self) {
+        self.tell();
+    }
+}
+
 /// Moves `incoming` into `inbox` as the guest takes it, until the body ends, fails,
 /// spends the budget, or its reader is gone (dropping `incoming` then tells hyper,
 /// which stops reading the body and closes the connection after the response).
@@ -109,45 +127,37 @@ async fn pump(
     inbox: Arc<Inbox>,
     budget: Arc<Mutex<ChunkBudget>>,
     flooded: Arc<Notify>,
-    mut polled: Option<Arc<Notify>>,
+    polled: Option<Arc<Notify>>,
 ) {
     let waits_for_ask = polled.is_some();
+    let mut polled = TellOnce(polled);
+    // The guest dropped its body: nobody reads on, however much room is left (else a
+    // client trickling a body nobody wants, or going silent, holds the connection).
+    let reader_gone = || Arc::strong_count(&inbox) == 1;
     loop {
         let wanted = poll_fn(|cx| match inbox.read_ahead(READ_AHEAD, cx.waker()) {
-            // The guest dropped its body: nobody reads on, however much room is left
-            // (else a client trickling a body nobody wants holds the connection).
-            _ if Arc::strong_count(&inbox) == 1 => Poll::Ready(false),
+            _ if reader_gone() => Poll::Ready(false),
             ReadAhead { room: true, asked } if asked || !waits_for_ask => Poll::Ready(true),
             _ => Poll::Pending,
         })
         .await;
         if !wanted {
-            if let Some(polled) = polled {
-                polled.notify_one();
-            }
             return;
         }
         let mut frame = pin!(incoming.frame());
         let frame = poll_fn(|cx| {
-            // The guest may drop its body while the client sends nothing more.
+            // Registered again, so the reader's drop wakes us while the client is silent.
             inbox.read_ahead(READ_AHEAD, cx.waker());
-            if Arc::strong_count(&inbox) == 1 {
+            if reader_gone() {
                 return Poll::Ready(None);
             }
             let frame = frame.as_mut().poll(cx);
             // hyper has seen the read (and queued its `100 Continue`).
-            if let Some(polled) = polled.take() {
-                polled.notify_one();
-            }
+            polled.tell();
             frame.map(Some)
         })
         .await;
-        let Some(frame) = frame else {
-            if let Some(polled) = polled {
-                polled.notify_one();
-            }
-            return;
-        };
+        let Some(frame) = frame else { return };
         let data = match frame {
             None => {
                 inbox.push(Bytes::new(), true);
