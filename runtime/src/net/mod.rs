@@ -19,5 +19,6 @@ pub mod tls;
 pub mod uri;
 
 pub use listener::Listeners;
+pub(crate) use response_fields::has_content;
 pub use service::{Counters, Service};
 pub use uri::RequestScheme;

@@ -17,6 +17,7 @@ use super::access_log::{AccessLog, Ending, Entry};
 use crate::host::{BodyError, ResponseBody};
 use crate::metrics::{AppMetrics, Metrics, Open, Protocol};
 use crate::net::handler::ResponseStream;
+use crate::net::has_content;
 use crate::tenancy::{Serving, Tenant};
 
 /// One request's record, finished when its response body is done or dropped.
@@ -143,9 +144,8 @@ impl TalliedBody {
         if let Some(tally) = &mut tally {
             tally.status = head.status.as_u16();
             // Nothing to send: the response is its head (RFC 9110 §6.4.1).
-            let bodiless = tally.method == Method::HEAD
-                || head.status.is_informational()
-                || matches!(head.status.as_u16(), 204 | 304);
+            let bodiless = !has_content(tally.method == Method::HEAD, head.status)
+                || head.status.is_informational();
             if bodiless || declared == Some(0) || inner.is_end_stream() {
                 tally.ending = Ending::Complete;
             }
