@@ -13,6 +13,7 @@ use super::h2_args::H2Args;
 use super::h3_args::H3Args;
 use super::kv_args::KvArgs;
 use super::outbound_args::OutboundArgs;
+use super::value_parsers::{parse_positive_duration, parse_positive_size};
 use super::vars_args::VarsArgs;
 use crate::host::admission::{self, AdmissionLimits};
 use crate::host::limits::{self, Reuse, parse_size};
@@ -264,21 +265,5 @@ impl HostArgs {
         self.data_dir
             .clone()
             .unwrap_or_else(super::default_data_dir)
-    }
-}
-
-/// A duration above zero: an idle timeout of zero would drop every instance at once.
-pub(super) fn parse_positive_duration(text: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(text) {
-        Ok(duration) if duration.is_zero() => Err("must be more than zero".into()),
-        Ok(duration) => Ok(duration),
-        Err(err) => Err(err.to_string()),
-    }
-}
-
-pub(super) fn parse_positive_size(text: &str) -> Result<u64, String> {
-    match parse_size(text)? {
-        0 => Err("must be more than zero".into()),
-        size => Ok(size),
     }
 }

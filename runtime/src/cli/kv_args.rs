@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::host_args::{parse_positive_duration, parse_positive_size};
+use super::value_parsers::{parse_positive_duration, parse_positive_size};
 use crate::host::keyvalue::{BackendChoice, KeyValue};
 use crate::host::limits::parse_size;
 use wedge_config::keyvalue::{self, DEFAULT_BUCKET};

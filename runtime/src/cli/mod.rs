@@ -22,6 +22,7 @@ mod serve;
 mod server;
 mod shutdown;
 mod target;
+mod value_parsers;
 mod vars_args;
 
 use std::path::PathBuf;

@@ -1,0 +1,23 @@
+//! Value parsers for flags that several argument groups share: a flag group
+//! imports these rather than another group's module, so groups never import
+//! each other.
+
+use std::time::Duration;
+
+use crate::host::limits::parse_size;
+
+/// A duration above zero: an idle timeout of zero would drop every instance at once.
+pub(super) fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(duration) if duration.is_zero() => Err("must be more than zero".into()),
+        Ok(duration) => Ok(duration),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+pub(super) fn parse_positive_size(text: &str) -> Result<u64, String> {
+    match parse_size(text)? {
+        0 => Err("must be more than zero".into()),
+        size => Ok(size),
+    }
+}
