@@ -190,6 +190,22 @@ async fn a_wagi_programs_faults_are_contained_over_every_protocol() {
             cause: "malformed CGI response: the program ended before its CGI response head did",
             kind: "malformed_cgi",
         },
+        // Heads no client would take as they are, were they sent on: a `+` length is
+        // an empty reply over HTTP/1.1, a reset stream over HTTP/2 and HTTP/3.
+        Case {
+            fault: "a Content-Length with a sign",
+            path: "/as-written?Content-Type:%20text/plain%0AContent-Length:%20+4%0A%0Abody",
+            expect: Expect::Status(502),
+            cause: "malformed CGI response: CGI response head line 2: not a length",
+            kind: "malformed_cgi",
+        },
+        Case {
+            fault: "a status past 599",
+            path: "/as-written?Status:%20999%0AContent-Type:%20text/plain%0A%0Abody",
+            expect: Expect::Status(502),
+            cause: "malformed CGI response: CGI response head line 1: not a status",
+            kind: "malformed_cgi",
+        },
         Case {
             fault: "a failure status",
             path: "/exit",

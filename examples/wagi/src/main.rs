@@ -17,6 +17,8 @@
 //! - faults: `/trap-before-head` (panics), `/trap-mid-body` (after 4 KiB of
 //!   body), `/cpu-loop`, `/memory`, `/malformed` (HTML where the head should be),
 //!   `/no-head` (ends without the empty line), `/exit` (status 3).
+//! - `/as-written?OUTPUT`: OUTPUT, percent-decoded, as its whole stdout (any CGI
+//!   response, well formed or not, a test needs).
 
 use std::hint::black_box;
 use std::io::{self, Read, Write};
@@ -90,6 +92,10 @@ fn main() -> io::Result<()> {
         }
         "/malformed" => write!(out, "<html><body>not a CGI response</body></html>\n\n"),
         "/no-head" => write!(out, "Content-Type: text/plain\n"),
+        "/as-written" => {
+            let query = std::env::var("QUERY_STRING").unwrap_or_default();
+            out.write_all(&percent_decoded(&query))
+        }
         "/exit" => {
             out.flush()?;
             std::process::exit(3)
@@ -117,4 +123,24 @@ fn echo(out: &mut impl Write) -> io::Result<()> {
         out.write_all(&buffer[..n])?;
         out.flush()?;
     }
+}
+
+/// `%XX` as the byte it stands for; everything else as it is.
+fn percent_decoded(text: &str) -> Vec<u8> {
+    let mut bytes = text.bytes();
+    let mut decoded = Vec::new();
+    while let Some(byte) = bytes.next() {
+        let hex = (byte == b'%').then(|| {
+            let digits = [bytes.clone().next()?, bytes.clone().nth(1)?];
+            u8::from_str_radix(std::str::from_utf8(&digits).ok()?, 16).ok()
+        });
+        match hex.flatten() {
+            Some(value) => {
+                decoded.push(value);
+                bytes.nth(1);
+            }
+            None => decoded.push(byte),
+        }
+    }
+    decoded
 }

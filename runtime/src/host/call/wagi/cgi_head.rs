@@ -66,8 +66,7 @@ pub(crate) fn parse(text: &[u8]) -> Result<CgiHead, MalformedCgi> {
             status =
                 Some(parse_status(&value).ok_or_else(|| bad("not a status like `404 Not Found`"))?);
         } else if name == header::CONTENT_LENGTH {
-            let length = value.to_str().ok().and_then(|v| v.parse().ok());
-            content_length = Some(length.ok_or_else(|| bad("not a length"))?);
+            content_length = Some(parse_length(&value).ok_or_else(|| bad("not a length"))?);
             // `insert` and `append` panic past `HeaderMap`'s capacity, which a long
             // enough `max_cgi_head` lets a program reach.
             headers.try_insert(name, value).map_err(|_| too_many())?;
@@ -94,7 +93,7 @@ pub(crate) fn parse(text: &[u8]) -> Result<CgiHead, MalformedCgi> {
 
 /// `404`, `404 Not Found`: the code, three digits, of a final response: a `1xx` is
 /// an interim one (`101` would switch an HTTP/1.1 connection's protocol; HTTP/2 and
-/// HTTP/3 clients reset the stream).
+/// HTTP/3 clients reset the stream), and HTTP has none past `599` (RFC 9110 §15).
 fn parse_status(value: &HeaderValue) -> Option<StatusCode> {
     let code = value.as_bytes().split(|&b| b == b' ').next()?;
     if code.len() != 3 {
@@ -102,7 +101,18 @@ fn parse_status(value: &HeaderValue) -> Option<StatusCode> {
     }
     StatusCode::from_bytes(code)
         .ok()
-        .filter(|status| !status.is_informational())
+        .filter(|status| (200..600).contains(&status.as_u16()))
+}
+
+/// A `Content-Length` as HTTP writes it: digits alone (RFC 9110 §8.6). Rust's integer
+/// parser also takes a leading `+`, which no client takes: `+4` sent on is an empty
+/// reply over HTTP/1.1 and a reset stream over HTTP/2 and HTTP/3.
+fn parse_length(value: &HeaderValue) -> Option<u64> {
+    let digits = value.as_bytes();
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 /// Fields about the connection and the message's framing, which wedge writes for
@@ -150,6 +160,9 @@ mod tests {
         assert_eq!(redirect.status, StatusCode::FOUND);
         assert_eq!(redirect.headers[header::LOCATION], "https://example.com/");
 
+        let last = parse(b"Status: 599\nContent-Length: 007\n").unwrap();
+        assert_eq!((last.status.as_u16(), last.content_length), (599, Some(7)));
+
         let plain = parse(b"content-type:text/plain  \n").unwrap();
         assert_eq!(plain.status, StatusCode::OK);
         assert_eq!(plain.headers[header::CONTENT_TYPE], "text/plain");
@@ -182,9 +195,14 @@ mod tests {
         assert!(why(b"Status: 2000\n").contains("not a status"));
         assert!(why(b"Status: 101 Switching Protocols\n").contains("not a status"));
         assert!(why(b"Status: 100\n").contains("not a status"));
+        assert!(why(b"Status: 600\n").contains("not a status"));
+        assert!(why(b"Status: 999 Custom\n").contains("not a status"));
         assert!(why(b"Bad Name: x\n").contains("not a field name"));
         assert!(why(b"X-A: a\x01b\n").contains("not a field value"));
-        assert!(why(b"Content-Length: ten\n").contains("not a length"));
+        for length in ["ten", "+4", "-0", "4 4", "0x10", "", "18446744073709551616"] {
+            let head = format!("Status: 200\nContent-Length: {length}\n");
+            assert!(why(head.as_bytes()).contains("not a length"), "{length}");
+        }
         assert_eq!(
             why(b"X-Powered-By: cgi\n"),
             "CGI response head has none of `Content-Type`, `Location` and `Status`"
