@@ -125,6 +125,20 @@ async fn a_wagi_program_answers_from_its_cgi_variables_over_every_protocol() {
         let sandbox = client.get(proto, "/sandbox").await;
         assert_eq!(sandbox.body, b"filesystem: denied\n", "{proto:?}");
     }
+    // A request's `Proxy` field would be `HTTP_PROXY`, which HTTP clients take for
+    // their outgoing proxy (httpoxy): it is left out, the field beside it is not.
+    let url = format!("{}/env", server.url);
+    let headers = [
+        "--http1.1",
+        "-H",
+        "Proxy: http://127.0.0.1:9/",
+        "-H",
+        "X-Probe: 1",
+    ];
+    let (_, answer) = support::protocols::curl_send(&headers, "GET", &url, None);
+    let text = answer.text();
+    assert!(text.contains("\nHTTP_X_PROBE=1\n"), "{text}");
+    assert!(!text.contains("HTTP_PROXY"), "{text}");
     let stderr = client.get(Proto::H1, "/stderr").await;
     assert_eq!(stderr.body, HELLO);
     // Its stderr goes to wedge's log, tagged with the app's name.

@@ -8,7 +8,9 @@
 //! `REQUEST_URI` are as sent. Each request field is `HTTP_` and its name upper-cased
 //! with `-` as `_`, repeated fields joined with `, ` (cookies with `; `); a field
 //! whose name holds a `_` is left out, as it would pass for another's (nginx and
-//! Apache do the same).
+//! Apache do the same). So is `Proxy`: as `HTTP_PROXY` it would name the proxy
+//! the program's HTTP client sends its outgoing requests through ("httpoxy",
+//! CVE-2016-5385; Go's net/http/cgi and Apache drop it too).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -66,7 +68,7 @@ pub(crate) fn variables(
     }
     for name in head.headers.keys() {
         let own = [header::CONTENT_TYPE, header::CONTENT_LENGTH, BASE_PATH];
-        if own.contains(name) || name.as_str().contains('_') {
+        if own.contains(name) || name.as_str().contains('_') || name.as_str() == "proxy" {
             continue;
         }
         let separator = if name == header::COOKIE { "; " } else { ", " };
@@ -181,6 +183,7 @@ mod tests {
             .header("cookie", "a=1")
             .header("cookie", "b=2")
             .header("x_forwarded_for", "forged")
+            .header("proxy", "http://attacker.example/")
             .body(())
             .unwrap();
         let client = "[::ffff:192.0.2.7]:50000".parse().unwrap();
