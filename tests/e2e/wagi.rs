@@ -282,6 +282,43 @@ async fn the_cgi_head_and_output_buffer_take_their_limits() {
     assert_eq!(streamed.body.len(), 8 * 1024);
 }
 
+/// A program that writes `Content-Type` or `Location` twice means its last (two
+/// would reach the client as a list, which browsers refuse for `Location`), and a
+/// `204`'s `Content-Length` is not sent (RFC 9110 §8.6), over each protocol.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fields_a_response_has_one_of_reach_the_client_once() {
+    let (server, data_dir) = serve(&[]);
+    let client = Client {
+        server: &server,
+        data_dir: &data_dir,
+    };
+    let twice = "/as-written?Status:%20200%0AContent-Type:%20text/plain%0ALocation:%20/a%0A\
+                 Content-Type:%20text/html%0ALocation:%20/b%0A%0Abody";
+    let no_content = "/as-written?Status:%20204%0AContent-Length:%205%0A%0A";
+    for proto in Proto::ALL {
+        let answer = client.get(proto, twice).await;
+        let values = |name: &str| -> Vec<&str> {
+            let fields = answer.headers.iter().filter(|(n, _)| n == name);
+            fields.map(|(_, value)| value.as_str()).collect()
+        };
+        assert_eq!(
+            values("content-type"),
+            ["text/html"],
+            "{proto:?}: {answer:?}"
+        );
+        assert_eq!(values("location"), ["/b"], "{proto:?}: {answer:?}");
+        assert_eq!((answer.status, answer.body.as_slice()), (200, &b"body"[..]));
+
+        let answer = client.get(proto, no_content).await;
+        assert_eq!(answer.status, 204, "{proto:?}: {answer:?}");
+        assert_eq!(
+            answer.header("content-length"),
+            None,
+            "{proto:?}: {answer:?}"
+        );
+    }
+}
+
 #[test]
 fn a_program_is_refused_where_a_handler_is_expected_and_the_reverse() {
     // A WAGI program embeds no wasi:http world: the error names `--wagi`.

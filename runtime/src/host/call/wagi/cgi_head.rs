@@ -65,8 +65,10 @@ pub(crate) fn parse(text: &[u8]) -> Result<CgiHead, MalformedCgi> {
         if name.as_str() == "status" {
             status =
                 Some(parse_status(&value).ok_or_else(|| bad("not a status like `404 Not Found`"))?);
-        } else if name == header::CONTENT_LENGTH {
-            content_length = Some(parse_length(&value).ok_or_else(|| bad("not a length"))?);
+        } else if is_singular(&name) {
+            if name == header::CONTENT_LENGTH {
+                content_length = Some(parse_length(&value).ok_or_else(|| bad("not a length"))?);
+            }
             // `insert` and `append` panic past `HeaderMap`'s capacity, which a long
             // enough `max_cgi_head` lets a program reach.
             headers.try_insert(name, value).map_err(|_| too_many())?;
@@ -84,11 +86,23 @@ pub(crate) fn parse(text: &[u8]) -> Result<CgiHead, MalformedCgi> {
             ));
         }
     };
+    if status == StatusCode::NO_CONTENT {
+        // A `204` has no content, so no length of it to send (RFC 9110 §8.6).
+        headers.remove(header::CONTENT_LENGTH);
+        content_length = None;
+    }
     Ok(CgiHead {
         status,
         headers,
         content_length,
     })
+}
+
+/// Fields a response has one of: a program that writes one twice means its last,
+/// as Apache's mod_cgi takes it (two would reach the client as a list, which a
+/// browser refuses for `Location` and `Content-Length`).
+fn is_singular(name: &HeaderName) -> bool {
+    name == header::CONTENT_LENGTH || name == header::CONTENT_TYPE || name == header::LOCATION
 }
 
 /// `404`, `404 Not Found`: the code, three digits, of a final response: a `1xx` is
@@ -166,6 +180,30 @@ mod tests {
         let plain = parse(b"content-type:text/plain  \n").unwrap();
         assert_eq!(plain.status, StatusCode::OK);
         assert_eq!(plain.headers[header::CONTENT_TYPE], "text/plain");
+    }
+
+    #[test]
+    fn a_field_a_response_has_one_of_is_the_last_written_and_a_204_has_no_length() {
+        let head = parse(
+            b"Content-Type: text/plain\nLocation: /a\nContent-Length: 3\nX-A: 1\n\
+              Content-Type: text/html\nLocation: /b\nContent-Length: 4\nX-A: 2\n",
+        )
+        .unwrap();
+        let all = |name: &str| -> Vec<&str> {
+            let values = head.headers.get_all(name).iter();
+            values.map(|v| v.to_str().unwrap()).collect()
+        };
+        assert_eq!(all("content-type"), ["text/html"]);
+        assert_eq!(all("location"), ["/b"]);
+        assert_eq!(all("content-length"), ["4"]);
+        assert_eq!(head.content_length, Some(4));
+        assert_eq!(all("x-a"), ["1", "2"], "other fields are a list");
+
+        let no_content = parse(b"Status: 204\nContent-Length: 5\n").unwrap();
+        assert!(!no_content.headers.contains_key(header::CONTENT_LENGTH));
+        assert_eq!(no_content.content_length, None);
+        let not_modified = parse(b"Status: 304\nContent-Length: 5\n").unwrap();
+        assert_eq!(not_modified.headers[header::CONTENT_LENGTH], "5");
     }
 
     #[test]
