@@ -42,8 +42,9 @@ pub enum Fault {
     NoResponse,
     /// The guest set an error instead of a response.
     GuestError(String),
-    /// A WAGI program exited with a status other than 0.
-    Exited(i32),
+    /// A WAGI program exited with a status other than 0 (which one, WASI 0.2's
+    /// `exit` does not say: preview 1's `proc_exit(3)` reaches it as a failure).
+    Exited,
     /// A WAGI program's output was not a CGI response (RFC 3875 §6).
     MalformedCgi(String),
     /// Every instance of the host's pool was in use (`--max-instances`).
@@ -69,7 +70,7 @@ impl Fault {
             | Fault::Resources(_)
             | Fault::NoResponse
             | Fault::GuestError(_)
-            | Fault::Exited(_)
+            | Fault::Exited
             | Fault::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -83,7 +84,7 @@ impl Fault {
             Fault::Memory(_) => FaultKind::Memory,
             Fault::HostMemory(_) | Fault::Resources(_) => FaultKind::HostMemory,
             Fault::NoResponse => FaultKind::NoResponse,
-            Fault::GuestError(_) | Fault::Exited(_) => FaultKind::GuestError,
+            Fault::GuestError(_) | Fault::Exited => FaultKind::GuestError,
             Fault::MalformedCgi(_) => FaultKind::MalformedCgi,
             Fault::PoolExhausted | Fault::Internal(_) => FaultKind::Internal,
         }
@@ -148,7 +149,7 @@ impl fmt::Display for Fault {
             ),
             Fault::NoResponse => write!(f, "the handler returned without setting a response"),
             Fault::GuestError(msg) => write!(f, "the handler answered with an error: {msg}"),
-            Fault::Exited(status) => write!(f, "the program exited with status {status}"),
+            Fault::Exited => write!(f, "the program exited with a failure status"),
             Fault::MalformedCgi(why) => write!(f, "malformed CGI response: {why}"),
             Fault::PoolExhausted => write!(f, "no instance free in the host's pool"),
             Fault::Internal(msg) => write!(f, "internal error: {msg}"),
@@ -203,7 +204,7 @@ mod tests {
             (Fault::Resources(1000), 500),
             (Fault::NoResponse, 500),
             (Fault::GuestError("oops".into()), 500),
-            (Fault::Exited(1), 500),
+            (Fault::Exited, 500),
             (Fault::MalformedCgi("no head".into()), 502),
             (Fault::PoolExhausted, 503),
             (Fault::Internal("oops".into()), 500),

@@ -110,7 +110,7 @@ pub(super) async fn serve<B: IncomingBody>(
 
 /// Instantiates the program and runs its `main` to its end, bounded by the
 /// wall-clock deadline; the store's epoch callback bounds CPU time. `exit(0)` is a
-/// normal end; another status fails the request.
+/// normal end; a failure fails the request.
 async fn run_program(
     app: &App,
     program: &CommandPre<GuestState>,
@@ -135,10 +135,12 @@ async fn run_program(
             started: true,
         }),
         Ok(Ok(Ok(()))) => Ok(()),
-        Ok(Ok(Err(()))) => Err(Fault::Exited(1)),
+        Ok(Ok(Err(()))) => Err(Fault::Exited),
+        // `wasi:cli/exit`'s failure is `I32Exit(1)` whatever status the program
+        // gave (`exit-with-code` is not linked): the 1 is wasmtime's, not its.
         Ok(Err(err)) => match err.downcast_ref::<wasmtime_wasi::I32Exit>() {
             Some(wasmtime_wasi::I32Exit(0)) => Ok(()),
-            Some(wasmtime_wasi::I32Exit(status)) => Err(Fault::Exited(*status)),
+            Some(wasmtime_wasi::I32Exit(_)) => Err(Fault::Exited),
             None => Err(Fault::from_call_error(err, store.data())),
         },
     }
