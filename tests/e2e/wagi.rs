@@ -278,6 +278,11 @@ async fn the_cgi_head_and_output_buffer_take_their_limits() {
     let past = client.get(Proto::H2, "/long-head?2000").await;
     assert_eq!(past.status, 502, "{past:?}");
     server.wait_for_log("longer than 1024 bytes (max_cgi_head)");
+    // The same head with its empty line in the write that took it past the limit.
+    let padding = "p".repeat(2000);
+    let whole = format!("/as-written?X-Padding:%20{padding}%0AContent-Type:%20text/plain%0A%0Ahi");
+    let past_in_one_write = client.get(Proto::H1, &whole).await;
+    assert_eq!(past_in_one_write.status, 502, "{past_in_one_write:?}");
     let streamed = client.get(Proto::H3, "/stream").await;
     assert_eq!(streamed.status, 200);
     assert_eq!(streamed.body.len(), 8 * 1024);

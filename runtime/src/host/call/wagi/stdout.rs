@@ -144,15 +144,11 @@ impl Output {
             Some(head) => {
                 let searched = head.len();
                 head.extend_from_slice(bytes);
+                // Past the limit whether its empty line is still to come or came in
+                // the write that took it there.
                 match cgi_head::head_end(head, searched) {
-                    None if head.len() > self.bounds.max_head => {
-                        return Err(trap(MalformedCgi(format!(
-                            "the CGI response head is longer than {} bytes (max_cgi_head)",
-                            self.bounds.max_head
-                        ))));
-                    }
-                    None => return Ok(()),
-                    Some(end) => {
+                    None if head.len() <= self.bounds.max_head => return Ok(()),
+                    Some(end) if end <= self.bounds.max_head => {
                         let head = self.head.take().unwrap_or_default();
                         let parsed = cgi_head::parse(&head[..end]).map_err(trap)?;
                         self.bodiless |= matches!(parsed.status.as_u16(), 204 | 304);
@@ -164,6 +160,12 @@ impl Output {
                         }
                         // What followed the empty line in this write is body.
                         &bytes[bytes.len() - (head.len() - end)..]
+                    }
+                    _ => {
+                        return Err(trap(MalformedCgi(format!(
+                            "the CGI response head is longer than {} bytes (max_cgi_head)",
+                            self.bounds.max_head
+                        ))));
                     }
                 }
             }
@@ -388,6 +390,17 @@ mod tests {
             .write(Bytes::from(vec![b'x'; BOUNDS.max_head + 1]))
             .unwrap_err();
         assert!(malformed(err).contains("longer than 1024 bytes (max_cgi_head)"));
+
+        // Its empty line in the same write does not make a long head shorter.
+        let long = format!("Content-Type: {}\n\nbody", "a".repeat(BOUNDS.max_head));
+        let (mut stdout, _response) = CgiStdout::new(false, BOUNDS);
+        let err = stdout.write(Bytes::from(long)).unwrap_err();
+        assert!(malformed(err).contains("longer than 1024 bytes (max_cgi_head)"));
+        // A head of the limit exactly, then body, is one.
+        let exact = format!("Content-Type: {}\n\nbody", "a".repeat(BOUNDS.max_head - 16));
+        let (mut stdout, mut response) = CgiStdout::new(false, BOUNDS);
+        stdout.write(Bytes::from(exact)).unwrap();
+        assert!(response.head.try_recv().is_ok());
 
         let (stdout, _response) = CgiStdout::new(false, BOUNDS);
         assert!(
