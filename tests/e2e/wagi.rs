@@ -325,6 +325,31 @@ async fn fields_a_response_has_one_of_reach_the_client_once() {
     }
 }
 
+/// What a program writes is held for the client up to `--cgi-output-buffer`, also
+/// when the program writes without asking `check-write` (a component calling WASI's
+/// streams itself): a write past what was permitted traps it. Taken, its bytes
+/// would stay held after the program ended, its instance slot free again, for as
+/// long as the client took to read them: per request, not per instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_past_what_check_write_permitted_traps_the_program() {
+    let data_dir = temp_dir("wagi-hostile");
+    let server = Server::start_in(&example("hostile-wagi"), &["--wagi"], &data_dir);
+    let client = Client {
+        server: &server,
+        data_dir: &data_dir,
+    };
+    let answer = client.get(Proto::H2, "/unpermitted").await;
+    assert!(
+        !answer.complete && answer.body.is_empty(),
+        "{} body bytes: {:?}",
+        answer.body.len(),
+        answer.headers
+    );
+    server.wait_for_log("the program wrote 1048576 bytes to stdout where check-write permitted");
+    let hello = client.get(Proto::H1, "/").await;
+    assert_eq!(hello.body, b"hostile-wagi\n");
+}
+
 #[test]
 fn a_program_is_refused_where_a_handler_is_expected_and_the_reverse() {
     // A WAGI program embeds no wasi:http world: the error names `--wagi`.

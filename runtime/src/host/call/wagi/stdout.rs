@@ -2,9 +2,11 @@
 //! it and handed on once its empty line arrives; from then on what the program writes
 //! is the body, handed to the client as it is written through a small queue. The
 //! program waits (its `check-write` is 0, its pollable parks) while the queue holds
-//! `cgi_output_buffer` bytes the client has not taken: memory per request is bounded
-//! whatever the program writes (and the head by `max_cgi_head`). Output that is not a CGI response traps the program (a
-//! [`MalformedCgi`] fault, `502`).
+//! `cgi_output_buffer` bytes the client has not taken, and a write past what
+//! `check-write` permitted traps it: memory per request is bounded whatever the
+//! program writes (and the head by `max_cgi_head`), also after the program ended.
+//! Output that is not a CGI response traps the program (a [`MalformedCgi`] fault,
+//! `502`).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -25,8 +27,8 @@ use super::cgi_head::{self, CgiHead, MalformedCgi};
 pub(crate) struct OutputBounds {
     /// The longest head before its empty line (`max_cgi_head`).
     pub max_head: usize,
-    /// Body bytes written and not yet taken by the client (`cgi_output_buffer`; a
-    /// write the program was permitted may go past it by what one permit allowed).
+    /// Body bytes written and not yet taken by the client (`cgi_output_buffer`):
+    /// `check-write` permits no more, and a write past it traps.
     pub queue: usize,
 }
 
@@ -136,8 +138,15 @@ impl Output {
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), StreamError> {
-        if self.reader_gone {
-            return Err(StreamError::Closed);
+        let permit = self.permit()?;
+        if bytes.len() > permit {
+            // WASI lets a stream refuse a write past `check-write`; the queue bounds
+            // what is held for the client only if it does (a component may write
+            // without asking; the preview 1 adapter and standard libraries ask).
+            return Err(StreamError::Trap(wasmtime::format_err!(
+                "the program wrote {} bytes to stdout where check-write permitted {permit}",
+                bytes.len()
+            )));
         }
         let body = match &mut self.head {
             None => bytes,
@@ -356,6 +365,11 @@ mod tests {
             0,
             "a full queue permits nothing"
         );
+        let err = stdout.write(Bytes::from_static(b"x")).unwrap_err();
+        assert!(
+            matches!(&err, StreamError::Trap(e) if e.to_string().contains("check-write permitted 0")),
+            "a write it did not permit traps: {err:?}"
+        );
         let mut cx = Context::from_waker(Waker::noop());
         assert!(stdout.lock().poll_ready(&mut cx).is_pending());
         assert!(matches!(
@@ -446,14 +460,14 @@ mod tests {
                 b"Status: 200\nContent-Length: 4\n\nabcdef",
             ))
             .unwrap();
-        stdout
-            .write(Bytes::from(vec![b'x'; 2 * BOUNDS.queue]))
-            .unwrap();
-        assert_eq!(
-            stdout.check_write().unwrap(),
-            BOUNDS.queue,
-            "nothing queued for HEAD"
-        );
+        for _ in 0..2 {
+            stdout.write(Bytes::from(vec![b'x'; BOUNDS.queue])).unwrap();
+            assert_eq!(
+                stdout.check_write().unwrap(),
+                BOUNDS.queue,
+                "nothing queued for HEAD"
+            );
+        }
         stdout.end().unwrap();
         assert_eq!(poll_body(&mut response.body), Poll::Ready(None));
 
