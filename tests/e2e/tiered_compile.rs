@@ -4,7 +4,7 @@
 //! finishes on the Winch code; the Cranelift code is cached, and a start that finds
 //! it there never runs Winch.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use support::{Parked, Server, curl, example, temp_dir, wedge};
 
@@ -87,4 +87,54 @@ fn an_unknown_compile_mode_is_refused() {
         stderr.contains("`fast` is no compile mode: `tiered` or `optimized`"),
         "{stderr}"
     );
+}
+
+/// A wedge.toml in a fresh directory: a cleartext listener, tiered compilation, and
+/// an app of the echo example for each `(name, route)`.
+fn tiered_config(apps: &[(&str, &str)]) -> PathBuf {
+    let path = temp_dir("tiered-config").join("wedge.toml");
+    std::fs::write(&path, tiered_config_text(apps)).unwrap();
+    path
+}
+
+fn tiered_config_text(apps: &[(&str, &str)]) -> String {
+    let echo = example("echo").display().to_string();
+    let mut text = String::from("listen = \"127.0.0.1:0\"\ncompile = \"tiered\"\n");
+    for (name, route) in apps {
+        text.push_str(&format!(
+            "\n[[app]]\nname = \"{name}\"\ncomponent = \"{echo}\"\nroutes = [\"{route}\"]\n"
+        ));
+    }
+    text
+}
+
+/// A removed app whose first request is still in flight is not compiled optimized
+/// nor switched: its Cranelift compile was queued by that request, but the tenant it
+/// would go into no longer serves.
+#[test]
+fn a_removed_app_with_a_request_in_flight_is_not_compiled_optimized() {
+    let path = tiered_config(&[("gone", "/gone"), ("kept", "/kept")]);
+    let server = Server::start_config(&path, &[]);
+    // Its first request queues the compile and keeps the tenant alive.
+    let parked = Parked::open(&server, "/gone");
+    std::fs::write(&path, tiered_config_text(&[("kept", "/kept")])).unwrap();
+    server.wait_for_log("config reloaded");
+    // The one background compiler takes jobs in order: once `kept`'s, queued after
+    // `gone`'s, is done, so is `gone`'s.
+    assert_eq!(
+        curl(&[
+            "--fail",
+            "--data-binary",
+            "k",
+            &format!("{}/kept", server.url)
+        ])
+        .stdout,
+        b"k"
+    );
+    let log = server.wait_for_log("app `kept` now runs optimized code");
+    // Switched before the reload (a compile faster than the reload) it may have been;
+    // after it, never.
+    let (_, after_reload) = log.split_once("config reloaded").unwrap();
+    assert!(!after_reload.contains("app `gone` now runs"), "{log}");
+    assert!(parked.finish_with("!").ends_with("0\r\n\r\n"));
 }

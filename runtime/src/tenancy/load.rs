@@ -45,6 +45,20 @@ impl Loaded {
         self.sources.get(name)?.resolved.clone()
     }
 
+    /// Retires the tenants of this load that `next` does not keep (apps replaced by
+    /// a new version, or removed): requests no longer reach them.
+    pub fn retire_replaced(&self, next: &Loaded) {
+        for (name, source) in &self.sources {
+            let kept = next
+                .sources
+                .get(name)
+                .is_some_and(|now| Arc::ptr_eq(&now.tenant, &source.tenant));
+            if !kept {
+                source.tenant.retire();
+            }
+        }
+    }
+
     /// Instances of app `name` running and requests waiting for one.
     pub fn load_of(&self, name: &str) -> (usize, usize) {
         match self.sources.get(name).map(|s| s.tenant.slot().current()) {

@@ -203,6 +203,7 @@ impl Tenancy {
         let (directory, loaded) =
             load::load_site(&loader, &apps, Some(&state.loaded), reread).await?;
         self.site.replace(directory);
+        state.loaded.retire_replaced(&loaded);
         *state = State {
             configured,
             deployed,

@@ -32,6 +32,12 @@ impl Tenant {
     pub fn slot(&self) -> &AppSlot {
         &self.slot
     }
+
+    /// Says the tenant was replaced or removed (a reload, a deploy, a removal): see
+    /// [`AppSlot::retire`].
+    pub(crate) fn retire(&self) {
+        self.slot.retire();
+    }
 }
 
 /// Names the tenant in route conflicts.

@@ -2,6 +2,7 @@
 //! succeeds: each request takes the version current when it arrived and keeps it to
 //! the end, so requests in flight finish on the old version while new ones get the new.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use http::uri::Scheme;
@@ -23,12 +24,16 @@ pub enum Serving {
 // during a swap, and a swap happens once per rebuild.
 pub struct AppSlot {
     current: RwLock<Serving>,
+    /// Its tenant was replaced or removed: no new request reaches it, so nothing
+    /// more is put in it (see [`AppSlot::retire`]). Written under `current`'s lock.
+    retired: AtomicBool,
 }
 
 impl AppSlot {
     pub fn new(serving: Serving) -> Self {
         AppSlot {
             current: RwLock::new(serving),
+            retired: AtomicBool::new(false),
         }
     }
 
@@ -43,11 +48,26 @@ impl AppSlot {
         std::mem::replace(&mut *current, serving)
     }
 
-    /// Serves `serving` from the next request on if `app` is what is served now;
-    /// whether it was.
+    /// Marks the slot as no longer reached by new requests (its tenant replaced or
+    /// removed; requests in flight may still hold it): [`AppSlot::serves`] is false
+    /// from now on and [`AppSlot::replace_if`] refuses, so a background compile
+    /// started for its app is neither run nor swapped in.
+    pub(crate) fn retire(&self) {
+        let _current = crate::sync::write(&self.current);
+        self.retired.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether `app` is what requests arriving now get (false once retired).
+    pub(crate) fn serves(&self, app: &Arc<App>) -> bool {
+        let current = crate::sync::read(&self.current);
+        !self.retired.load(Ordering::Relaxed) && is_app(&current, app)
+    }
+
+    /// Serves `serving` from the next request on if [`AppSlot::serves`] `app`;
+    /// whether it did.
     pub(crate) fn replace_if(&self, app: &Arc<App>, serving: Serving) -> bool {
         let mut current = crate::sync::write(&self.current);
-        let served = matches!(&*current, Serving::App(now) if Arc::ptr_eq(now, app));
+        let served = !self.retired.load(Ordering::Relaxed) && is_app(&current, app);
         if served {
             *current = serving;
         }
@@ -58,6 +78,10 @@ impl AppSlot {
     pub fn has_app(&self) -> bool {
         matches!(self.current(), Serving::App(_))
     }
+}
+
+fn is_app(serving: &Serving, app: &Arc<App>) -> bool {
+    matches!(serving, Serving::App(now) if Arc::ptr_eq(now, app))
 }
 
 impl Serving {

@@ -28,13 +28,18 @@ pub fn tier_up_on_first_request(tenant: &Arc<Tenant>) {
 }
 
 /// Compiles `version` with Cranelift and puts the result in `tenant`'s slot, unless
-/// the slot no longer serves `version` (redeployed, reloaded or removed meanwhile).
+/// the slot no longer serves `version` (a newer version in it, or the tenant replaced
+/// or removed meanwhile, though a request in flight keeps it alive): checked before
+/// the compile and again at the swap.
 fn optimize(tenant: &Weak<Tenant>, version: &Weak<App>) {
     let (Some(tenant), Some(app)) = (tenant.upgrade(), version.upgrade()) else {
         return;
     };
-    let served = |app: &Arc<App>| matches!(tenant.slot().current(), Serving::App(now) if Arc::ptr_eq(&now, app));
-    if !served(&app) {
+    if !tenant.slot().serves(&app) {
+        tracing::debug!(
+            "app `{}`: not compiled optimized: that version no longer serves",
+            app.name()
+        );
         return;
     }
     let started = Instant::now();
