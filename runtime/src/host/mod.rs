@@ -11,6 +11,7 @@ mod componentize;
 mod dev_overlay;
 mod engine;
 mod fault;
+mod first_request;
 mod guest_log;
 mod hooks;
 pub mod keyvalue;

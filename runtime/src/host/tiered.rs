@@ -13,7 +13,6 @@
 //! it has started.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Result;
 use wasmtime::Engine;
@@ -22,6 +21,7 @@ use super::app::{App, Load};
 use super::cache::ArtifactCache;
 use super::componentize::Adapter;
 use super::executor::Executor;
+use super::first_request::FirstRequest;
 
 /// What an app running Winch's code needs to be compiled again by Cranelift.
 pub(crate) struct Baseline {
@@ -33,10 +33,8 @@ pub(crate) struct Baseline {
     /// The Cranelift engine its optimized code is for.
     optimized: Engine,
     cache: ArtifactCache,
-    /// Called at its first request.
-    on_first_request: OnceLock<Box<dyn Fn() + Send + Sync>>,
-    /// Its first request has come.
-    requested: AtomicBool,
+    /// What its first request sets off.
+    first_request: FirstRequest,
 }
 
 impl Baseline {
@@ -55,8 +53,7 @@ impl Baseline {
             p3,
             optimized,
             cache,
-            on_first_request: OnceLock::new(),
-            requested: AtomicBool::new(false),
+            first_request: FirstRequest::default(),
         }
     }
 }
@@ -67,27 +64,19 @@ impl App {
         self.baseline.is_some()
     }
 
-    /// Calls `then` at the app's first request, if it runs Winch's code (once; a
-    /// second `then` is ignored).
-    pub fn on_first_request(&self, then: impl Fn() + Send + Sync + 'static) {
+    /// Calls `then` at the app's first request, if it runs Winch's code; at once if
+    /// that request already came (once; a second `then` is ignored).
+    pub fn on_first_request(&self, then: impl FnOnce() + Send + 'static) {
         if let Some(baseline) = &self.baseline {
-            let _ = baseline.on_first_request.set(Box::new(then));
+            baseline.first_request.then(Box::new(then));
         }
     }
 
     /// A request arrived: the first one of an app running Winch's code calls what
     /// `on_first_request` was given.
     pub fn request_arrived(&self) {
-        let Some(baseline) = &self.baseline else {
-            return;
-        };
-        if baseline.requested.load(Ordering::Relaxed)
-            || baseline.requested.swap(true, Ordering::AcqRel)
-        {
-            return;
-        }
-        if let Some(then) = baseline.on_first_request.get() {
-            then();
+        if let Some(baseline) = &self.baseline {
+            baseline.first_request.arrived();
         }
     }
 

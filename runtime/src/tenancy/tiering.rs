@@ -21,10 +21,7 @@ pub fn tier_up_on_first_request(tenant: &Arc<Tenant>) {
         return;
     }
     let (tenant, version) = (Arc::downgrade(tenant), Arc::downgrade(&app));
-    app.on_first_request(move || {
-        let (tenant, version) = (tenant.clone(), version.clone());
-        in_background(move || optimize(&tenant, &version));
-    });
+    app.on_first_request(move || in_background(move || optimize(&tenant, &version)));
 }
 
 /// Compiles `version` with Cranelift and puts the result in `tenant`'s slot, unless
