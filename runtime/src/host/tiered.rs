@@ -12,7 +12,7 @@
 //! CPU, and so that the first request does not share the CPU with Cranelift before
 //! it has started.
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use anyhow::Result;
 use wasmtime::Engine;
@@ -25,7 +25,8 @@ use super::first_request::FirstRequest;
 
 /// What an app running Winch's code needs to be compiled again by Cranelift.
 pub(crate) struct Baseline {
-    wasm: Vec<u8>,
+    /// Taken by the one compile: kept no longer than it runs, whatever its outcome.
+    wasm: Mutex<Option<Vec<u8>>>,
     adapter: Option<Adapter>,
     executor: Executor,
     /// Whether it runs on the engine with component-model concurrency.
@@ -47,7 +48,7 @@ impl Baseline {
         cache: ArtifactCache,
     ) -> Baseline {
         Baseline {
-            wasm: wasm.to_vec(),
+            wasm: Mutex::new(Some(wasm.to_vec())),
             adapter,
             executor,
             p3,
@@ -81,16 +82,14 @@ impl App {
     }
 
     /// This app compiled by Cranelift, stored in the precompiled cache: what should
-    /// replace it. `None` if it already runs Cranelift's code. Blocks for as long as
-    /// Cranelift takes (seconds for a big component): run it [`in_background`].
+    /// replace it. `None` if it already runs Cranelift's code, or was given to
+    /// Cranelift before (the component's bytes go with the first try, so a failed
+    /// one does not keep them). Blocks for as long as Cranelift takes (seconds for a
+    /// big component): run it [`in_background`].
     pub fn optimized(&self) -> Option<Result<App>> {
         let baseline = self.baseline.as_ref()?;
-        let load = Load::new(
-            &baseline.cache,
-            &baseline.wasm,
-            baseline.adapter,
-            baseline.executor,
-        );
+        let wasm = crate::sync::lock(&baseline.wasm).take()?;
+        let load = Load::new(&baseline.cache, &wasm, baseline.adapter, baseline.executor);
         let compiled = load.compile_on(&baseline.optimized, baseline.p3);
         Some(compiled.map(|(component, pre)| {
             if baseline.cache.is_enabled() {

@@ -41,21 +41,23 @@ fn optimize(tenant: &Weak<Tenant>, version: &Weak<App>) {
     }
     let started = Instant::now();
     let name = app.name().to_string();
-    let optimized = match app.optimized() {
-        Some(Ok(optimized)) => optimized,
-        Some(Err(err)) => {
+    let Some(compiled) = app.optimized() else {
+        return;
+    };
+    let elapsed = started.elapsed().as_millis();
+    let switched = match compiled {
+        Ok(optimized) => tenant
+            .slot()
+            .replace_if(&app, Serving::App(Arc::new(optimized))),
+        Err(err) => {
             tracing::warn!(
                 "app `{name}` keeps running the baseline compiler's code: compiling it optimized failed: {err:#}"
             );
-            return;
+            false
         }
-        None => return,
     };
-    let elapsed = started.elapsed().as_millis();
-    let switched = tenant
-        .slot()
-        .replace_if(&app, Serving::App(Arc::new(optimized)));
     drop(app);
+    // Cranelift's working memory is freed whether or not it succeeded.
     release_freed_memory();
     if switched {
         tracing::info!(
