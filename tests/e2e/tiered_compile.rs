@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use support::{Parked, Server, curl, example, temp_dir, wedge};
+use support::{Parked, Server, curl, example, temp_dir, wedge, wedge_logging};
 
 const BASELINE: &str = "with the baseline compiler (Winch)";
 const SWITCHED: &str = "now runs optimized code";
@@ -137,4 +137,46 @@ fn a_removed_app_with_a_request_in_flight_is_not_compiled_optimized() {
     let (_, after_reload) = log.split_once("config reloaded").unwrap();
     assert!(!after_reload.contains("app `gone` now runs"), "{log}");
     assert!(parked.finish_with("!").ends_with("0\r\n\r\n"));
+}
+
+/// The debug line each compile of a component at load logs.
+const COMPILED: &str = "compiled by ";
+
+/// A component that compiles but cannot be served (here: it exports no handler; an
+/// import wedge does not provide fails the same step) is compiled once, in either
+/// mode, and its error reported: no other engine or compiler would do better.
+#[test]
+fn a_component_that_compiles_but_cannot_be_served_is_compiled_once() {
+    let dir = temp_dir("unservable");
+    let empty = dir.join("empty.wasm");
+    // The smallest valid component: a header and no sections.
+    std::fs::write(&empty, b"\0asm\x0d\0\x01\0").unwrap();
+    let empty = empty.display().to_string();
+    for mode in ["tiered", "optimized"] {
+        let args = ["serve", &empty, "--no-tls", "--compile", mode];
+        let out = wedge_logging(&args, &dir, "info,wedge=debug");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{mode}: {stderr}");
+        assert!(stderr.contains("exports neither"), "{mode}: {stderr}");
+        assert_eq!(stderr.matches(COMPILED).count(), 1, "{mode}: {stderr}");
+    }
+}
+
+/// A Spin SDK handler imports Spin's async key-value API, which only the engine with
+/// component-model concurrency links: it is compiled for that engine alone.
+#[test]
+fn a_component_importing_spin_key_value_is_compiled_once_for_the_engine_with_concurrency() {
+    let path = temp_dir("spin-once").join("wedge.toml");
+    let spin = example("spin_kv").display().to_string();
+    let text = format!(
+        "listen = \"127.0.0.1:0\"\n\n[[app]]\nname = \"spin\"\ncomponent = \"{spin}\"\nroutes = [\"/\"]\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    let server = Server::start_config_logging(&path, &[], "info,wedge=debug");
+    let log = server.wait_for_log("compiled app `spin`");
+    assert_eq!(log.matches(COMPILED).count(), 1, "{log}");
+    assert!(
+        log.contains("compiled by Cranelift for the engine with component-model concurrency"),
+        "{log}"
+    );
 }

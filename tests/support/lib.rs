@@ -442,8 +442,16 @@ pub fn curl_write_out(args: &[&str]) -> String {
 
 /// Runs `wedge ARGS` to completion (bounded) and returns its output.
 pub fn wedge(args: &[&str], data_dir: &Path) -> Output {
-    let mut child = wedge_command()
-        .args(args)
+    run_to_exit(wedge_command().args(args), data_dir)
+}
+
+/// Like `wedge`, logging what the tracing filter `log` lets through (`WEDGE_LOG`).
+pub fn wedge_logging(args: &[&str], data_dir: &Path, log: &str) -> Output {
+    run_to_exit(wedge_command().args(args).env("WEDGE_LOG", log), data_dir)
+}
+
+fn run_to_exit(command: &mut Command, data_dir: &Path) -> Output {
+    let mut child = command
         .env("WEDGE_DATA_DIR", data_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -458,7 +466,7 @@ pub fn wedge(args: &[&str], data_dir: &Path) -> Output {
         }
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
-            panic!("wedge {args:?} did not exit");
+            panic!("{command:?} did not exit");
         }
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -2,6 +2,7 @@
 //! handler or a WAGI program) with its name, limits, admission, outbound policy and
 //! guest variables.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
@@ -35,7 +36,7 @@ use crate::metrics::AppMetrics;
 /// The export a p2 HTTP handler provides; any 0.2.x minor version is accepted.
 const INCOMING_HANDLER_P2: &str = "wasi:http/incoming-handler@0.2.";
 /// The export a p3 (WASI 0.3) HTTP handler provides; any 0.3.x is accepted.
-const HANDLER_P3: &str = "wasi:http/handler@0.3.";
+pub(super) const HANDLER_P3: &str = "wasi:http/handler@0.3.";
 /// The export a WAGI program runs (a command's `main`); any 0.2.x is accepted.
 const CLI_RUN: &str = "wasi:cli/run@0.2.";
 
@@ -429,23 +430,15 @@ impl<'a> Load<'a> {
     }
 
     /// The component compiled (or loaded from the cache) and pre-instantiated for the
-    /// engine that will serve it: a WASI 0.2 wasi:http component served one fresh
-    /// instance per request runs on the engine without component-model concurrency
-    /// (`engine::without_concurrency`), linked with WASI 0.2 only; WASI 0.3
-    /// components (which that engine refuses: their exports are async), components
-    /// that import WASI 0.3, apps that reuse instances and WAGI programs run on
-    /// `engine`. A component the cache holds for either is loaded from there before
-    /// anything is compiled. With tiered compilation on, a component not in the
-    /// cache is compiled by Winch (`engine::baseline`), or by Cranelift if Winch
-    /// cannot compile it.
+    /// engine that will serve it ([`Load::engines`]). A component the cache holds for
+    /// one of them is loaded from there before anything is compiled. With tiered
+    /// compilation on, a component not in the cache is compiled by Winch
+    /// (`engine::baseline`), or by Cranelift if Winch cannot compile it. Only a failed
+    /// compile moves on to the next engine or compiler: a component that compiled but
+    /// does not link (or lacks the export its executor calls) would fail on every one,
+    /// so its error is reported at once.
     fn prepare(&self, engine: &Engine, limits: &Limits) -> Result<Prepared> {
-        let without = super::engine::without_concurrency(engine)
-            .filter(|_| self.executor == Executor::WasiHttp && !reuses_p2_instances(limits));
-        let candidates: Vec<(&Engine, bool)> = without
-            .map(|without| (without, false))
-            .into_iter()
-            .chain([(engine, true)])
-            .collect();
+        let candidates = self.engines(engine, limits);
         let source = self.source();
         for &(engine, p3) in &candidates {
             let Some(component) = self.cache.load(engine, &source) else {
@@ -464,6 +457,7 @@ impl<'a> Load<'a> {
                 Err(err) => tracing::debug!("not served from the cached artifact: {err:#}"),
             }
         }
+        let bytes = self.component_bytes()?;
         // Winch's code on each engine first, then (should Winch refuse the
         // component) Cranelift's.
         let baseline = candidates.iter().filter_map(|&(optimized, p3)| {
@@ -474,50 +468,87 @@ impl<'a> Load<'a> {
             .map(|&(optimized, p3)| (optimized, None, p3));
         let mut failed = None;
         for (engine, tiers_up_to, p3) in baseline.chain(optimized) {
-            match self.compile_on(engine, p3) {
-                Ok((component, pre)) => {
-                    let baseline = tiers_up_to.map(|optimized| {
-                        Baseline::new(
-                            self.wasm,
-                            self.adapter,
-                            self.executor,
-                            p3,
-                            optimized.clone(),
-                            self.cache.clone(),
-                        )
-                    });
-                    return Ok(Prepared {
-                        component,
-                        pre,
-                        engine: engine.clone(),
-                        from_cache: false,
-                        baseline,
-                    });
-                }
+            let compiler = if tiers_up_to.is_some() {
+                "Winch"
+            } else {
+                "Cranelift"
+            };
+            let concurrency = if p3 { "with" } else { "without" };
+            let started = Instant::now();
+            let component = match Component::new(engine, &bytes) {
+                Ok(component) => component,
                 Err(err) => {
                     tracing::debug!(
-                        "not served by {} on the engine {} component-model concurrency: {err:#}",
-                        if tiers_up_to.is_some() {
-                            "Winch"
-                        } else {
-                            "Cranelift"
-                        },
-                        if p3 { "with" } else { "without" }
+                        "not compiled by {compiler} for the engine {concurrency} \
+                         component-model concurrency: {err:#}"
                     );
-                    failed = Some(err);
+                    failed = Some(anyhow::Error::from(err));
+                    continue;
                 }
-            }
+            };
+            tracing::debug!(
+                "compiled by {compiler} for the engine {concurrency} component-model \
+                 concurrency in {} ms",
+                started.elapsed().as_millis()
+            );
+            let pre = self.pre_on(engine, &component, p3)?;
+            let baseline = tiers_up_to.map(|optimized| {
+                Baseline::new(
+                    self.wasm,
+                    self.adapter,
+                    self.executor,
+                    p3,
+                    optimized.clone(),
+                    self.cache.clone(),
+                )
+            });
+            return Ok(Prepared {
+                component,
+                pre,
+                engine: engine.clone(),
+                from_cache: false,
+                baseline,
+            });
         }
         Err(failed.expect("the engine with concurrency is always a candidate"))
+    }
+
+    /// The engines (with whether each has component-model concurrency) the component
+    /// may be served by, the one it should run on first: a WASI 0.2 wasi:http
+    /// component served one fresh instance per request runs on the engine without
+    /// component-model concurrency (`engine::without_concurrency`), linked with WASI
+    /// 0.2 only; WASI 0.3 components and components importing what only the other
+    /// engine links (`needs_concurrency`, told from the component before it is
+    /// compiled), apps that reuse instances and WAGI programs run on `engine`, the
+    /// second candidate for the others (for a component only it compiles).
+    fn engines<'e>(&self, engine: &'e Engine, limits: &Limits) -> Vec<(&'e Engine, bool)> {
+        // A module made a component by the preview 1 adapter imports WASI 0.2.
+        let needs_concurrency =
+            || self.adapter.is_none() && super::needs_concurrency::needs_concurrency(self.wasm);
+        let without = super::engine::without_concurrency(engine).filter(|_| {
+            self.executor == Executor::WasiHttp
+                && !reuses_p2_instances(limits)
+                && !needs_concurrency()
+        });
+        without
+            .map(|without| (without, false))
+            .into_iter()
+            .chain([(engine, true)])
+            .collect()
+    }
+
+    /// The component to compile: the bytes loaded, or the component a module becomes.
+    fn component_bytes(&self) -> Result<Cow<'a, [u8]>> {
+        Ok(match self.adapter {
+            None => Cow::Borrowed(self.wasm),
+            Some(adapter) => Cow::Owned(module_to_component(self.wasm, adapter)?),
+        })
     }
 
     /// Compiled for `engine` (not taken from the cache) and pre-instantiated; `p3`:
     /// `engine` has component-model concurrency, so WASI 0.3 is linked.
     pub(crate) fn compile_on(&self, engine: &Engine, p3: bool) -> Result<(Component, Pre)> {
-        let component = match self.adapter {
-            None => Component::new(engine, self.wasm)?,
-            Some(adapter) => Component::new(engine, module_to_component(self.wasm, adapter)?)?,
-        };
+        let component = Component::new(engine, self.component_bytes()?)?;
         let pre = self.pre_on(engine, &component, p3)?;
         Ok((component, pre))
     }

@@ -17,6 +17,7 @@ mod hooks;
 pub mod keyvalue;
 pub mod lifecycle;
 pub mod limits;
+mod needs_concurrency;
 pub mod outbound_client;
 mod request_body;
 mod response;
