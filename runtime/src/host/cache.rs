@@ -10,6 +10,14 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+/// What the artifacts stored under a key are, beyond what the key hashes: raised when
+/// it changes, so artifacts of an older wedge are not loaded (they stay on disk,
+/// unused). 2: WASI 0.2 apps served fresh instances run on the engine without
+/// component-model concurrency (7db7bdb); keys of 1 (no version hashed) were made
+/// when every artifact was for the engine with it, and loading one kept such an app
+/// there.
+const FORMAT: u64 = 2;
+
 /// Where precompiled artifacts live.
 #[derive(Debug, Clone)]
 pub struct ArtifactCache {
@@ -49,9 +57,11 @@ impl ArtifactCache {
     }
 
     /// The file the artifact of a component made from `source` is stored in for
-    /// this engine. Each part's length goes before it, so no two sources share a key.
+    /// this engine and [`FORMAT`]. Each part's length goes before it, so no two
+    /// sources share a key.
     fn path_for(&self, dir: &Path, engine: &Engine, source: &[&[u8]]) -> PathBuf {
         let mut hasher = Sha256Hasher(Sha256::new());
+        hasher.0.update(FORMAT.to_le_bytes());
         engine.precompile_compatibility_hash().hash(&mut hasher);
         for part in source {
             hasher.0.update((part.len() as u64).to_le_bytes());
@@ -110,4 +120,37 @@ fn write(dir: &Path, path: &Path, component: &Component) -> Result<()> {
     std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where wedge stored an artifact before keys had a format version.
+    fn unversioned_path(dir: &Path, engine: &Engine, source: &[&[u8]]) -> PathBuf {
+        let mut hasher = Sha256Hasher(Sha256::new());
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        for part in source {
+            hasher.0.update((part.len() as u64).to_le_bytes());
+            hasher.0.update(part);
+        }
+        dir.join(format!("{}.cwasm", crate::hex::hex(&hasher.0.finalize())))
+    }
+
+    #[test]
+    fn an_artifact_stored_under_an_unversioned_key_is_not_loaded() {
+        let dir = std::env::temp_dir().join(format!("wedge-cache-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = ArtifactCache::new(&dir);
+        let engine = Engine::default();
+        // The smallest valid component.
+        let wasm: &[u8] = b"\0asm\x0d\0\x01\0";
+        let component = Component::new(&engine, wasm).unwrap();
+        let old = unversioned_path(&dir, &engine, &[wasm]);
+        write(&dir, &old, &component).unwrap();
+        assert!(cache.load(&engine, &[wasm]).is_none());
+        cache.store(&engine, &[wasm], &component);
+        assert!(cache.load(&engine, &[wasm]).is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
