@@ -99,6 +99,17 @@ pub(crate) fn baseline(engine: &Engine) -> Option<&'static Engine> {
 /// pool's address space cannot be reserved; with `compile` tiered, their Winch
 /// siblings too.
 pub fn build_engine(pool: &PoolConfig, compile: Compile) -> Result<Engine> {
+    let arch = std::env::consts::ARCH;
+    let compile = match compile_mode_on(compile, arch) {
+        Ok(compile) => compile,
+        Err(fallback) => {
+            tracing::warn!(
+                "compile mode `tiered` needs Winch, a supported wasmtime compiler on x86_64 \
+                 only (this host is {arch}): compiling `{fallback}` instead"
+            );
+            fallback
+        }
+    };
     let engine = pooled_engine(pool, true, Strategy::Cranelift)?;
     let without = pooled_engine(pool, false, Strategy::Cranelift)?;
     let mut ticked = vec![engine.clone(), without.clone()];
@@ -116,6 +127,18 @@ pub fn build_engine(pool: &PoolConfig, compile: Compile) -> Result<Engine> {
     start_epoch_ticker(ticked)?;
     let _ = WITHOUT_CONCURRENCY.set((engine.clone(), without));
     Ok(engine)
+}
+
+/// The compile mode `requested` runs with on a host of architecture `arch`
+/// (`std::env::consts::ARCH`), or, where it cannot, the one to run instead: Winch,
+/// tiered compilation's baseline compiler, is a Tier 1 wasmtime target on x86_64
+/// alone (elsewhere it lacks instructions some components use), so `tiered` falls
+/// back to `optimized` there rather than compile such components twice or fail.
+fn compile_mode_on(requested: Compile, arch: &str) -> Result<Compile, Compile> {
+    match requested {
+        Compile::Tiered if arch != "x86_64" => Err(Compile::Optimized),
+        mode => Ok(mode),
+    }
 }
 
 fn pooled_engine(pool: &PoolConfig, concurrency: bool, strategy: Strategy) -> Result<Engine> {
@@ -188,4 +211,25 @@ fn start_epoch_ticker(engines: Vec<Engine>) -> Result<()> {
         })
         .context("starting the epoch ticker thread")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiered_compilation_runs_on_x86_64_only_and_falls_back_to_optimized_elsewhere() {
+        assert_eq!(
+            compile_mode_on(Compile::Tiered, "x86_64"),
+            Ok(Compile::Tiered)
+        );
+        for arch in ["aarch64", "riscv64", "s390x"] {
+            let mode = compile_mode_on(Compile::Tiered, arch);
+            assert_eq!(mode, Err(Compile::Optimized), "{arch}");
+            assert_eq!(
+                compile_mode_on(Compile::Optimized, arch),
+                Ok(Compile::Optimized)
+            );
+        }
+    }
 }
