@@ -180,3 +180,21 @@ fn a_component_importing_spin_key_value_is_compiled_once_for_the_engine_with_con
         "{log}"
     );
 }
+
+/// The engines are built for one compile mode: a reload that changes `compile`
+/// says it takes effect after a restart.
+#[test]
+fn a_changed_compile_mode_on_reload_is_reported_as_needing_a_restart() {
+    let path = tiered_config(&[("app", "/")]);
+    let server = Server::start_config(&path, &[]);
+    let text = tiered_config_text(&[("app", "/")]);
+    std::fs::write(&path, text.replace("compile = \"tiered\"\n", "")).unwrap();
+    let log = server.wait_for_log("config reloaded");
+    assert!(
+        log.contains("compile mode changed to `optimized` in")
+            && log.contains(
+                "it takes effect after a restart (until then components are compiled `tiered`)"
+            ),
+        "{log}"
+    );
+}

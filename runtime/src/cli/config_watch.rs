@@ -15,6 +15,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Notify;
 
 use crate::config;
+use crate::host::Compile;
 use crate::tenancy::Tenancy;
 
 /// Saves in quick succession (an editor's write and rename) make one reload.
@@ -23,12 +24,23 @@ const DEBOUNCE: Duration = Duration::from_millis(200);
 /// The listeners a config names: they are bound once, at start.
 type Listeners = (Option<SocketAddr>, Option<SocketAddr>);
 
+/// What a reload cannot change, as wedge started: a change of it in the file is
+/// reported as needing a restart.
+#[derive(Clone, Copy)]
+pub struct AtStart {
+    pub listeners: Listeners,
+    /// `--compile`, which wins over the file's `compile`.
+    pub compile_flag: Option<Compile>,
+    /// The compile mode the engines were built for.
+    pub compile: Compile,
+}
+
 /// Reloads `path` into `tenancy` on every SIGHUP or change of the file, until the
 /// process ends. The watch (file and signal) is set up before this returns, so no
 /// change made after it is missed; the returned future does the reloading.
 pub fn reload_on_change(
     path: PathBuf,
-    listeners: Listeners,
+    at_start: AtStart,
     tenancy: Arc<Tenancy>,
 ) -> impl Future<Output = ()> {
     let changed = Arc::new(Notify::new());
@@ -58,12 +70,12 @@ pub fn reload_on_change(
                     tracing::info!("SIGHUP: reloading {}", path.display());
                 }
             }
-            reload(&path, listeners, &tenancy).await;
+            reload(&path, at_start, &tenancy).await;
         }
     }
 }
 
-async fn reload(path: &Path, listeners: Listeners, tenancy: &Tenancy) {
+async fn reload(path: &Path, at_start: AtStart, tenancy: &Tenancy) {
     let config = match config::load(path) {
         Ok(config) => config,
         Err(errors) => {
@@ -74,10 +86,20 @@ async fn reload(path: &Path, listeners: Listeners, tenancy: &Tenancy) {
             return;
         }
     };
-    if (config.listen, config.tls.as_ref().map(|t| t.listen)) != listeners {
+    if (config.listen, config.tls.as_ref().map(|t| t.listen)) != at_start.listeners {
         tracing::warn!(
             "listener addresses changed in {}: they take effect after a restart",
             path.display()
+        );
+    }
+    // The engines are built for one mode, once.
+    let compile = at_start.compile_flag.or(config.compile).unwrap_or_default();
+    if compile != at_start.compile {
+        tracing::warn!(
+            "compile mode changed to `{compile}` in {}: it takes effect after a restart \
+             (until then components are compiled `{}`)",
+            path.display(),
+            at_start.compile
         );
     }
     let count = config.apps.len();

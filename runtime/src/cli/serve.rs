@@ -10,7 +10,7 @@ use clap::Args;
 
 use super::addr::parse_listen;
 use super::admin_args::AdminArgs;
-use super::config_watch;
+use super::config_watch::{self, AtStart};
 use super::host_args::{HostArgs, LISTENERS, PROCESS};
 use super::registry_args::RegistryArgs;
 use super::server::{self, Addresses, Started};
@@ -172,13 +172,19 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
         .iter()
         .map(|app| app.limits.memory)
         .fold(args.host.limits().memory, u64::max);
+    // The flag wins over the file.
+    let compile = args.host.compile.or(config.compile).unwrap_or_default();
+    let at_start = AtStart {
+        listeners,
+        compile_flag: args.host.compile,
+        compile,
+    };
     server::run(
         &args.host,
         addresses,
         access_log,
         memory,
-        // The flag wins over the file.
-        args.host.compile.or(config.compile).unwrap_or_default(),
+        compile,
         |host| async move {
             // Bound before the apps load (compiling, pulling): its /healthz answers
             // while they do, so a liveness probe does not kill a slow start.
@@ -215,7 +221,7 @@ fn serve_config(args: &ServeArgs, path: &Path, access_log: AccessLog) -> Result<
             let count = apps.len();
             tokio::spawn(config_watch::reload_on_change(
                 path.to_path_buf(),
-                listeners,
+                at_start,
                 tenancy,
             ));
             Ok(Started {
