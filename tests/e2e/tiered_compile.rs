@@ -30,8 +30,7 @@ fn winch_code_serves_first_and_cranelift_code_takes_over_while_a_request_in_flig
     let data = temp_dir("tiered-data");
     let server = Server::start_in(&example("echo"), TIERED, &data);
     // Nothing is optimized before the app's first request.
-    let log = server.log();
-    assert!(log.contains(BASELINE), "{log}");
+    let log = server.wait_for_log(BASELINE);
     assert!(!log.contains(SWITCHED), "{log}");
     assert_eq!(cached_artifacts(&data), 0, "Winch's code is not cached");
 
@@ -58,8 +57,7 @@ fn a_start_that_finds_the_cranelift_code_in_the_cache_does_not_run_winch() {
         server.wait_for_log(SWITCHED);
     }
     let server = Server::start_in(&example("echo"), TIERED, &data);
-    let log = server.log();
-    assert!(log.contains("from the precompiled cache"), "{log}");
+    let log = server.wait_for_log("from the precompiled cache");
     assert!(!log.contains(BASELINE), "{log}");
     assert_eq!(echo(&server, "warm"), "warm");
 }
@@ -68,8 +66,7 @@ fn a_start_that_finds_the_cranelift_code_in_the_cache_does_not_run_winch() {
 fn by_default_cranelift_compiles_before_serving() {
     let data = temp_dir("optimized-data");
     let server = Server::start_in(&example("echo"), &["--no-tls"], &data);
-    let log = server.log();
-    assert!(log.contains("(stored in the precompiled cache)"), "{log}");
+    let log = server.wait_for_log("(stored in the precompiled cache)");
     assert!(!log.contains(BASELINE), "{log}");
     assert_eq!(echo(&server, "hi"), "hi");
     assert_eq!(cached_artifacts(&data), 1);
