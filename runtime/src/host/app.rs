@@ -25,6 +25,7 @@ use super::hooks::OutboundGate;
 use super::keyvalue::AppStore;
 use super::limits::Limits;
 use super::limits::guest_output::OutputBudget;
+use super::needs_concurrency::HANDLER_P3;
 use super::outbound::Outbound;
 use super::response::{plain, retry_later, too_large};
 use super::response_body::ResponseBody;
@@ -35,8 +36,6 @@ use crate::metrics::AppMetrics;
 
 /// The export a p2 HTTP handler provides; any 0.2.x minor version is accepted.
 const INCOMING_HANDLER_P2: &str = "wasi:http/incoming-handler@0.2.";
-/// The export a p3 (WASI 0.3) HTTP handler provides; any 0.3.x is accepted.
-pub(super) const HANDLER_P3: &str = "wasi:http/handler@0.3.";
 /// The export a WAGI program runs (a command's `main`); any 0.2.x is accepted.
 const CLI_RUN: &str = "wasi:cli/run@0.2.";
 
@@ -662,4 +661,48 @@ fn pre_instantiate_command(
     CommandPre::new(link(engine, component, true)?)
         .map_err(anyhow::Error::from)
         .context("the component's wasi:cli/run export does not match what wedge expects")
+}
+
+/// Tiered compilation (`tiered`): what an app running Winch's code does.
+impl App {
+    /// Whether it runs Winch's code (tiered compilation, the cache did not hold it).
+    pub fn runs_baseline_code(&self) -> bool {
+        self.baseline.is_some()
+    }
+
+    /// Calls `then` at the app's first request, if it runs Winch's code; at once if
+    /// that request already came (once; a second `then` is ignored).
+    pub fn on_first_request(&self, then: impl FnOnce() + Send + 'static) {
+        if let Some(baseline) = &self.baseline {
+            baseline.first_request.then(Box::new(then));
+        }
+    }
+
+    /// A request arrived: the first one of an app running Winch's code calls what
+    /// `on_first_request` was given.
+    pub fn request_arrived(&self) {
+        if let Some(baseline) = &self.baseline {
+            baseline.first_request.arrived();
+        }
+    }
+
+    /// This app compiled by Cranelift, stored in the precompiled cache: what should
+    /// replace it. `None` if it already runs Cranelift's code, or was given to
+    /// Cranelift before (the component's bytes go with the first try, so a failed
+    /// one does not keep them). Blocks for as long as Cranelift takes (seconds for a
+    /// big component): run it [`in_background`].
+    pub fn optimized(&self) -> Option<Result<App>> {
+        let baseline = self.baseline.as_ref()?;
+        let wasm = crate::sync::lock(&baseline.wasm).take()?;
+        let load = Load::new(&baseline.cache, &wasm, baseline.adapter, baseline.executor);
+        let compiled = load.compile_on(&baseline.optimized, baseline.p3);
+        Some(compiled.map(|(component, pre)| {
+            if baseline.cache.is_enabled() {
+                baseline
+                    .cache
+                    .store(&baseline.optimized, &load.source(), &component);
+            }
+            self.with_pre(pre)
+        }))
+    }
 }

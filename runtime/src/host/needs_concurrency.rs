@@ -7,7 +7,8 @@
 
 use wasmparser::{Parser, Payload};
 
-use super::app::HANDLER_P3;
+/// The export a p3 (WASI 0.3) HTTP handler provides; any 0.3.x is accepted.
+pub(super) const HANDLER_P3: &str = "wasi:http/handler@0.3.";
 
 /// Whether `component` (its bytes) can run only on the engine with component-model
 /// concurrency. Bytes that do not parse are left for `Component::new` to report.

@@ -14,10 +14,8 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use anyhow::Result;
 use wasmtime::Engine;
 
-use super::app::{App, Load};
 use super::cache::ArtifactCache;
 use super::componentize::Adapter;
 use super::executor::Executor;
@@ -26,16 +24,16 @@ use super::first_request::FirstRequest;
 /// What an app running Winch's code needs to be compiled again by Cranelift.
 pub(crate) struct Baseline {
     /// Taken by the one compile: kept no longer than it runs, whatever its outcome.
-    wasm: Mutex<Option<Vec<u8>>>,
-    adapter: Option<Adapter>,
-    executor: Executor,
+    pub(super) wasm: Mutex<Option<Vec<u8>>>,
+    pub(super) adapter: Option<Adapter>,
+    pub(super) executor: Executor,
     /// Whether it runs on the engine with component-model concurrency.
-    p3: bool,
+    pub(super) p3: bool,
     /// The Cranelift engine its optimized code is for.
-    optimized: Engine,
-    cache: ArtifactCache,
+    pub(super) optimized: Engine,
+    pub(super) cache: ArtifactCache,
     /// What its first request sets off.
-    first_request: FirstRequest,
+    pub(super) first_request: FirstRequest,
 }
 
 impl Baseline {
@@ -56,49 +54,6 @@ impl Baseline {
             cache,
             first_request: FirstRequest::default(),
         }
-    }
-}
-
-impl App {
-    /// Whether it runs Winch's code (tiered compilation, the cache did not hold it).
-    pub fn runs_baseline_code(&self) -> bool {
-        self.baseline.is_some()
-    }
-
-    /// Calls `then` at the app's first request, if it runs Winch's code; at once if
-    /// that request already came (once; a second `then` is ignored).
-    pub fn on_first_request(&self, then: impl FnOnce() + Send + 'static) {
-        if let Some(baseline) = &self.baseline {
-            baseline.first_request.then(Box::new(then));
-        }
-    }
-
-    /// A request arrived: the first one of an app running Winch's code calls what
-    /// `on_first_request` was given.
-    pub fn request_arrived(&self) {
-        if let Some(baseline) = &self.baseline {
-            baseline.first_request.arrived();
-        }
-    }
-
-    /// This app compiled by Cranelift, stored in the precompiled cache: what should
-    /// replace it. `None` if it already runs Cranelift's code, or was given to
-    /// Cranelift before (the component's bytes go with the first try, so a failed
-    /// one does not keep them). Blocks for as long as Cranelift takes (seconds for a
-    /// big component): run it [`in_background`].
-    pub fn optimized(&self) -> Option<Result<App>> {
-        let baseline = self.baseline.as_ref()?;
-        let wasm = crate::sync::lock(&baseline.wasm).take()?;
-        let load = Load::new(&baseline.cache, &wasm, baseline.adapter, baseline.executor);
-        let compiled = load.compile_on(&baseline.optimized, baseline.p3);
-        Some(compiled.map(|(component, pre)| {
-            if baseline.cache.is_enabled() {
-                baseline
-                    .cache
-                    .store(&baseline.optimized, &load.source(), &component);
-            }
-            self.with_pre(pre)
-        }))
     }
 }
 
