@@ -8,7 +8,8 @@
 # wedge --bench suite`) compares wedge with the references; this compares two wedges.
 #
 # Usage: runtime/benches/ab.sh A_WEDGE B_WEDGE COMPONENT.wasm [wedge serve flags…]
-# Environment: ROUNDS (5), SECONDS (5), WARMUP (2), PROTO (h1 | h2c), URLPATH (/).
+# Environment: ROUNDS (5), SECONDS (5), WARMUP (2), PROTO (h1 | h2c), URLPATH (/),
+# METHOD (GET; h1 only: POST sends an empty body).
 # Needs wrk (h1) or h2load (h2c), and taskset. Loopback only; every load is bounded
 # by `timeout`.
 set -euo pipefail
@@ -17,8 +18,9 @@ set -euo pipefail
 A=$1 B=$2 COMPONENT=$3
 shift 3
 ROUNDS=${ROUNDS:-5} SECONDS_=${SECONDS:-5} WARMUP=${WARMUP:-2}
-PROTO=${PROTO:-h1} URLPATH=${URLPATH:-/}
+PROTO=${PROTO:-h1} URLPATH=${URLPATH:-/} METHOD=${METHOD:-GET}
 TMP=$(mktemp -d)
+echo "wrk.method = \"$METHOD\"" >"$TMP/method.lua"
 PIDS=()
 cleanup() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -57,7 +59,7 @@ load() {
     local url="http://127.0.0.1:$1$URLPATH" out
     case $PROTO in
     h1)
-        out=$(timeout -k 5 $(($2 + 60)) taskset -c 0 wrk -t 1 -c 32 -d "${2}s" "$url")
+        out=$(timeout -k 5 $(($2 + 60)) taskset -c 0 wrk -t 1 -c 32 -d "${2}s" -s "$TMP/method.lua" "$url")
         echo "$out" | awk '/requests in/ {n=$1} /Non-2xx/ {bad=$NF} /Requests\/sec/ {r=$2}
                            END {print n-bad, r}'
         ;;

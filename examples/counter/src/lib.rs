@@ -6,6 +6,9 @@
 //!   value, `N\n`.
 //! - `GET /:name` answers the value (`0` for a counter never incremented).
 //! - `GET /` lists every counter as `name=N`, one a line, in name order.
+//! - `GET` or `POST /control/:name` answers `0` the way the routes above answer,
+//!   without touching the store: a benchmark's control (`runtime/benches/suite`),
+//!   so the store's cost can be told apart from the router's and the instance's.
 //!
 //! A store that refuses or fails (a quota, a backend that is down) is a `500`
 //! naming why; the app keeps serving.
@@ -41,11 +44,19 @@ async fn all(_req: Request) -> Result<Response, Error> {
     Ok(Response::text(lines))
 }
 
+/// `current` and `increment` without the store: routed the same, the same answer
+/// for a counter never incremented.
+async fn control(_req: Request) -> Result<Response, Error> {
+    Ok(Response::text("0\n"))
+}
+
 async fn handle(req: Request) -> Response {
     let router = Router::new()
         .get("/", all)
         .get("/:name", current)
-        .post("/:name", increment);
+        .post("/:name", increment)
+        .get("/control/:name", control)
+        .post("/control/:name", control);
     router.handle(req).await
 }
 

@@ -62,6 +62,10 @@ pub enum Work {
     KvGet,
     /// examples/counter `POST /hits`, no body: one key-value `increment`.
     KvIncrement,
+    /// examples/counter `GET /control/hits`: routed as `KvGet`, no store.
+    KvGetControl,
+    /// examples/counter `POST /control/hits`: routed as `KvIncrement`, no store.
+    KvIncrementControl,
 }
 
 impl Work {
@@ -72,7 +76,14 @@ impl Work {
             Work::Echo => "64 KiB echo",
             Work::KvGet => "kv get",
             Work::KvIncrement => "kv increment",
+            Work::KvGetControl => "kv get's control",
+            Work::KvIncrementControl => "kv increment's control",
         }
+    }
+
+    /// A POST with no body.
+    fn posts(self) -> bool {
+        matches!(self, Work::KvIncrement | Work::KvIncrementControl)
     }
 
     fn path(self) -> &'static str {
@@ -81,6 +92,7 @@ impl Work {
             Work::Stream => "/stream",
             Work::Echo => "/echo",
             Work::KvGet | Work::KvIncrement => "/hits",
+            Work::KvGetControl | Work::KvIncrementControl => "/control/hits",
         }
     }
 }
@@ -162,7 +174,7 @@ pub fn command(
             if work == Work::Echo {
                 push(&["-s", &scratch.path("post64k.lua")]);
             }
-            if work == Work::KvIncrement {
+            if work.posts() {
                 push(&["-s", &scratch.path("post.lua")]);
             }
         }
@@ -177,7 +189,7 @@ pub fn command(
             if work == Work::Echo {
                 push(&["-d", &scratch.path("body64k")]);
             }
-            if work == Work::KvIncrement {
+            if work.posts() {
                 push(&["-d", &scratch.path("empty")]);
             }
         }
@@ -203,7 +215,7 @@ pub fn command(
             if work == Work::Echo {
                 push(&["-m", "POST", "-D", &scratch.path("body64k")]);
             }
-            if work == Work::KvIncrement {
+            if work.posts() {
                 push(&["-m", "POST"]);
             }
         }

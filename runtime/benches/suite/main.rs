@@ -304,41 +304,61 @@ fn rows() -> Vec<Row> {
             Hello,
             Some("wasm.wedge.h1"),
         ),
+        // Issue 21: one key-value operation, beside a route of the same component
+        // that does all the rest (the router, the answer) without the store.
+        row(
+            WasmHello,
+            "wasm.wedge.h1.kv-control-get",
+            "wedge, examples/counter: GET routed, no store (vs its hello h1)",
+            "wedge-counter",
+            H1,
+            KvGetControl,
+            Some("wasm.wedge.h1"),
+        ),
         row(
             WasmHello,
             "wasm.wedge.h1.kv-get",
-            "wedge, examples/counter: one get, embedded (vs its hello h1)",
+            "wedge, examples/counter: one get, embedded (vs its control)",
             "wedge-counter",
             H1,
             KvGet,
+            Some("wasm.wedge.h1.kv-control-get"),
+        ),
+        row(
+            WasmHello,
+            "wasm.wedge.h1.kv-control-increment",
+            "wedge, examples/counter: POST routed, no store (vs its hello h1)",
+            "wedge-counter",
+            H1,
+            KvIncrementControl,
             Some("wasm.wedge.h1"),
         ),
         row(
             WasmHello,
             "wasm.wedge.h1.kv-increment",
-            "wedge, examples/counter: one increment, embedded (vs its hello h1)",
+            "wedge, examples/counter: one increment, embedded (vs its control)",
             "wedge-counter",
             H1,
             KvIncrement,
-            Some("wasm.wedge.h1"),
+            Some("wasm.wedge.h1.kv-control-increment"),
         ),
         row(
             WasmHello,
             "wasm.wedge.h1.kv-redis-get",
-            "wedge, examples/counter: one get, Redis (vs its hello h1)",
+            "wedge, examples/counter: one get, Redis (vs its control)",
             "wedge-counter-redis",
             H1,
             KvGet,
-            Some("wasm.wedge.h1"),
+            Some("wasm.wedge.h1.kv-control-get"),
         ),
         row(
             WasmHello,
             "wasm.wedge.h1.kv-redis-increment",
-            "wedge, examples/counter: one increment, Redis (vs its hello h1)",
+            "wedge, examples/counter: one increment, Redis (vs its control)",
             "wedge-counter-redis",
             H1,
             KvIncrement,
-            Some("wasm.wedge.h1"),
+            Some("wasm.wedge.h1.kv-control-increment"),
         ),
         row(
             WasmHello,
@@ -675,6 +695,9 @@ fn run() -> Result<()> {
         .unwrap_or_else(std::env::temp_dir);
     let scratch_dir = tmp.join(format!("wedge-bench-{}", std::process::id()));
     let scratch = Scratch::new(&scratch_dir, &oha)?;
+    let data_dir = settings
+        .repo
+        .join(format!("target/bench-data-{}", std::process::id()));
     let paths = servers::Paths {
         wedge,
         wasmtime,
@@ -682,9 +705,11 @@ fn run() -> Result<()> {
         components,
         modules,
         scratch: scratch_dir.clone(),
+        data: data_dir.clone(),
     };
     let result = measure_all(&settings, rows, &paths, &scratch);
     let _ = std::fs::remove_dir_all(&scratch_dir);
+    let _ = std::fs::remove_dir_all(&data_dir);
     let measured = result?;
 
     let info = RunInfo {

@@ -52,6 +52,9 @@ pub struct Paths {
     /// The folder of the example modules (`wasm32-wasip1`).
     pub modules: PathBuf,
     pub scratch: PathBuf,
+    /// Where each wedge keeps its data (its embedded key-value files): on disk, not
+    /// in memory as `scratch` is, so that an fsync costs what it costs in service.
+    pub data: PathBuf,
 }
 
 pub struct Running {
@@ -122,7 +125,7 @@ impl Running {
                 command
                     .arg(&paths.wedge)
                     .args(&args)
-                    .env("WEDGE_DATA_DIR", dir.join("data"));
+                    .env("WEDGE_DATA_DIR", paths.data.join(spec.name));
                 command
                     .stdout(File::create(dir.join("out"))?)
                     .stderr(File::create(dir.join("err"))?);
