@@ -59,18 +59,47 @@ fn the_counter_counts_and_keeps_its_counts_across_a_restart() {
     drop(server);
     let server = Server::start_in(&counter, &["--no-tls"], &data);
     assert_eq!(call(&server, "GET", "/hits", None), ok("3\n"));
-    assert!(data.join("kv/counter.redb").is_file());
+    assert!(data.join("kv/counter.sqlite3").is_file());
 }
 
 /// Increments from several clients at once, the server killed with SIGKILL once 40
 /// were acknowledged: after a restart the count holds every acknowledged one (the
 /// largest count answered), and no more than the requests then in flight besides.
+/// With the default durability (`os`: acknowledged once the OS has the write, no
+/// fsync) and with `disk` (fsync before the acknowledgement).
 #[test]
 fn acknowledged_increments_survive_kill_9() {
+    increments_survive_kill_9(&[], "wedge-kv-sync");
+}
+
+#[test]
+fn acknowledged_increments_survive_kill_9_with_disk_durability() {
+    increments_survive_kill_9(&["--kv-durability", "disk"], "wedge-kv-writer");
+}
+
+/// The names of the threads of process `pid`.
+fn thread_names(pid: u32) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_string())
+        .collect()
+}
+
+/// `kill -9` under increments, with `flags`; the store's file has a thread named
+/// `thread` (the syncer of `os`, the writer of `disk`): the setting reached it.
+fn increments_survive_kill_9(flags: &[&str], thread: &str) {
     const CLIENTS: u64 = 4;
     let data = temp_dir("kv-kill");
     let counter = example("counter");
-    let server = Server::start_in(&counter, &["--no-tls"], &data);
+    let args = [&["--no-tls"], flags].concat();
+    let server = Server::start_in(&counter, &args, &data);
+    assert_eq!(call(&server, "GET", "/hits", None), ok("0\n"));
+    // A thread takes its name once it runs, maybe after the answer: polled.
+    support::poll_until(thread, || {
+        let names = thread_names(server.pid());
+        names.iter().any(|name| name == thread).then_some(())
+    });
     let url = format!("{}/hits", server.url);
     let acked = Arc::new(AtomicU64::new(0));
     let largest = Arc::new(AtomicU64::new(0));
@@ -104,7 +133,7 @@ fn acknowledged_increments_survive_kill_9() {
         client.join().unwrap();
     }
     let largest = largest.load(Ordering::SeqCst);
-    let server = Server::start_in(&counter, &["--no-tls"], &data);
+    let server = Server::start_in(&counter, &args, &data);
     let (status, body) = call(&server, "GET", "/hits", None);
     let count: u64 = body.trim().parse().unwrap();
     assert_eq!(status, "200");

@@ -23,6 +23,41 @@ pub const DEFAULT_BUCKET: &str = "default";
 /// Longest bucket name: it becomes part of every key the backend stores.
 const MAX_BUCKET_NAME: usize = 64;
 
+/// When the embedded backend acknowledges a write (`durability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Durability {
+    /// Once the OS has it: it survives a crash or `kill -9` of wedge; a power cut
+    /// or a crash of the machine may lose the last second of writes (the file is
+    /// synced every second), never the file's consistency.
+    #[default]
+    Os,
+    /// Once an fsync has put it on disk: it survives a power cut too.
+    Disk,
+}
+
+impl Durability {
+    /// `os` or `disk`.
+    pub fn parse(text: &str) -> Result<Durability, String> {
+        match text {
+            "os" => Ok(Durability::Os),
+            "disk" => Ok(Durability::Disk),
+            other => Err(format!(
+                "`{other}` is not a durability: use `os` (a write is acknowledged once \
+                 the OS has it) or `disk` (once it is on disk)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Durability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Durability::Os => "os",
+            Durability::Disk => "disk",
+        })
+    }
+}
+
 /// Where an app's keys live.
 #[derive(Clone, PartialEq, Eq, Default)]
 pub enum Backend {
@@ -141,6 +176,8 @@ impl fmt::Display for RedisUrl {
 pub struct KeyValue {
     /// `backend`: where its keys live.
     pub backend: Backend,
+    /// `durability`: when the embedded backend acknowledges a write.
+    pub durability: Durability,
     /// `buckets`: the names its guest may `open`; `*` allows any name.
     pub buckets: Vec<String>,
     /// `max_keys`: keys kept, all buckets together.
@@ -166,6 +203,7 @@ impl Default for KeyValue {
     fn default() -> Self {
         KeyValue {
             backend: Backend::default(),
+            durability: Durability::default(),
             buckets: vec![DEFAULT_BUCKET.to_string()],
             max_keys: DEFAULT_MAX_KEYS,
             max_key_size: DEFAULT_MAX_KEY_SIZE,
@@ -231,6 +269,15 @@ mod tests {
                 .unwrap_err()
                 .contains("not a key-value backend")
         );
+    }
+
+    #[test]
+    fn durabilities_parse_and_os_is_the_default() {
+        assert_eq!(Durability::parse("os"), Ok(Durability::Os));
+        assert_eq!(Durability::parse("disk"), Ok(Durability::Disk));
+        assert_eq!(KeyValue::default().durability, Durability::Os);
+        let why = Durability::parse("fsync").unwrap_err();
+        assert!(why.contains("`fsync` is not a durability"), "{why}");
     }
 
     #[test]

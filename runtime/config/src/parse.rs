@@ -12,7 +12,7 @@ use toml::de::DeTable;
 use crate::admission::AdmissionLimits;
 use crate::compile::Compile;
 use crate::executor::Executor;
-use crate::keyvalue::{self, Backend, KeyValue};
+use crate::keyvalue::{self, Backend, Durability, KeyValue};
 use crate::limits::{Limits, Reuse};
 use crate::oci::{Reference, SCHEME};
 use crate::outbound::{HostPattern, Outbound};
@@ -492,12 +492,16 @@ fn keyvalue(doc: &mut Doc, field: Option<Field>, paths: &Paths) -> KeyValue {
         return defaults;
     };
     let backend = table.take("backend");
+    let durability = table.take("durability");
     let buckets = table.take("buckets");
     let mut take = |name| table.take(name);
     let settings = KeyValue {
         backend: backend
             .and_then(|f| f.parse(doc, Backend::parse))
             .unwrap_or(defaults.backend),
+        durability: durability
+            .and_then(|f| f.parse(doc, Durability::parse))
+            .unwrap_or(defaults.durability),
         buckets: match buckets {
             Some(field) => list(doc, Some(field), |item, doc| {
                 item.parse(doc, keyvalue::bucket_name)

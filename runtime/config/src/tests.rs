@@ -5,7 +5,7 @@ use super::*;
 use crate::admission::AdmissionLimits;
 use crate::compile::Compile;
 use crate::executor::Executor;
-use crate::keyvalue::{Backend, KeyValue};
+use crate::keyvalue::{Backend, Durability, KeyValue};
 use crate::limits::{Limits, Reuse};
 use crate::outbound::Outbound;
 use crate::routes::Route;
@@ -75,6 +75,7 @@ MODE = "prod"
 "db.url" = "postgres://db"
 [app.keyvalue]
 backend = "redis://127.0.0.1:6379"
+durability = "disk"
 buckets = ["default", "sessions"]
 max_keys = 10
 max_key_size = "64B"
@@ -148,6 +149,7 @@ ca = "certs/redis-ca.pem"
         config: [("db.url".into(), "postgres://db".into())].into(),
         keyvalue: KeyValue {
             backend: Backend::parse("redis://127.0.0.1:6379").unwrap(),
+            durability: Durability::Disk,
             buckets: vec!["default".into(), "sessions".into()],
             max_keys: 10,
             max_key_size: 64,
@@ -307,6 +309,10 @@ fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
             "wedge.toml:5: app[0].keyvalue.backend: `sqlite` is not a key-value backend",
         ),
         (
+            "keyvalue.durability = \"fsync\"",
+            "wedge.toml:5: app[0].keyvalue.durability: `fsync` is not a durability",
+        ),
+        (
             "keyvalue.buckets = [\"a:b\"]",
             "wedge.toml:5: app[0].keyvalue.buckets[0]: `a:b` is not a bucket name",
         ),
@@ -328,7 +334,7 @@ fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
         ),
         (
             "keyvalue.quota = 1",
-            "wedge.toml:5: app[0].keyvalue.quota: unknown key `quota`; known keys: backend, buckets, max_keys, max_key_size, max_value_size, max_bytes, max_in_flight, timeout, ca",
+            "wedge.toml:5: app[0].keyvalue.quota: unknown key `quota`; known keys: backend, durability, buckets, max_keys, max_key_size, max_value_size, max_bytes, max_in_flight, timeout, ca",
         ),
         (
             "config.k = \"a\\u0000b\"",

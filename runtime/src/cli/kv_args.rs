@@ -21,6 +21,12 @@ pub struct KvArgs {
           value_parser = BackendChoice::parse)]
     pub backend: BackendChoice,
 
+    /// When an `embedded` write is acknowledged: `os`, once the OS has it (it
+    /// survives a crash of wedge; a power cut may lose the last second of writes),
+    /// or `disk`, once an fsync has put it on disk (it survives a power cut too).
+    #[arg(long, value_name = "WHEN", default_value = "os", value_parser = keyvalue::Durability::parse)]
+    pub kv_durability: keyvalue::Durability,
+
     /// A bucket name the guest may open; repeat for more; `*` allows any name.
     #[arg(id = "kv_bucket", long = "kv-bucket", value_name = "NAME", default_value = DEFAULT_BUCKET,
           value_parser = keyvalue::bucket_name)]
@@ -61,6 +67,7 @@ impl KvArgs {
     pub fn settings(&self) -> KeyValue {
         KeyValue {
             backend: self.backend.clone(),
+            durability: self.kv_durability,
             buckets: self.buckets.clone(),
             max_keys: self.kv_max_keys,
             max_key_size: self.kv_max_key_size,

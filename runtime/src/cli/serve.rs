@@ -39,7 +39,7 @@ pub struct ServeArgs {
               "cpu_time", "wall_time", "max_body", "host_memory", "max_resources", "log_rate", "log_burst", "max_cgi_head", "cgi_output_buffer", "max_concurrent", "queue", "max_abandoned_per_connection",
               "queue_timeout", "allow_outbound", "outbound_connect_timeout",
               "outbound_max_concurrent", "instance_reuse", "instance_concurrency",
-              "instance_idle", "kv", "kv_bucket", "kv_max_keys", "kv_max_key_size",
+              "instance_idle", "kv", "kv_durability", "kv_bucket", "kv_max_keys", "kv_max_key_size",
               "kv_max_value_size", "kv_max_bytes", "kv_max_in_flight", "kv_timeout", "kv_ca", "wagi"])]
     config_file: Option<PathBuf>,
 

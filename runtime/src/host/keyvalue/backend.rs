@@ -103,13 +103,6 @@ pub(crate) trait Backend: Send + Sync {
     /// Removes every key of app `app`, in every bucket.
     async fn purge(&self, app: &str) -> Outcome<()>;
 
-    /// Whether the backend can no longer serve and must be opened anew (an embedded
-    /// file after a failed write: redb refuses every write after an I/O error until
-    /// the file is reopened).
-    fn is_broken(&self) -> bool {
-        false
-    }
-
     /// The app's keys and bytes now, where the backend keeps them apart from other
     /// apps' cheaply (the embedded file); `None` elsewhere.
     async fn totals(&self, _app: &str) -> Outcome<Option<(u64, u64)>> {

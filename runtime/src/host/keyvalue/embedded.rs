@@ -1,66 +1,137 @@
-//! The embedded backend: one redb file per app (`<data-dir>/kv/APP.redb`), a table
-//! per bucket and one for the app's totals (keys, bytes) that quotas are checked
-//! against.
+//! The embedded backend: one SQLite file per app (`<data-dir>/kv/APP.sqlite3`) in
+//! WAL mode: a table of every bucket's keys and a row of the app's totals (keys,
+//! bytes) that quotas are checked against in each write's transaction.
 //!
-//! Reads run in the guest's host call (a read transaction is a snapshot, a few
-//! microseconds; counted as the guest's CPU time like any host work). Writes go to
-//! the file's one writer thread, which takes every write queued when it is free into
-//! one transaction and commits it with `Durability::Immediate` (fsync) before any
-//! of them is acknowledged: an acknowledged write survives a crash of wedge, and
-//! concurrent writers share an fsync instead of queueing for one each.
+//! Reads run in the guest's host call (a query on the app's connection, about a
+//! microsecond; counted as the guest's CPU time like any host work). Writes depend on
+//! the app's `durability`:
+//! - `os` (the default): in the host call too, one transaction appended to the WAL
+//!   with `synchronous=NORMAL`: acknowledged once the OS has it, no fsync, so it
+//!   survives a crash of wedge. A thread of the file checkpoints the WAL every
+//!   [`SYNC_INTERVAL`] (an fsync of the WAL, then of the file): a power cut may lose
+//!   that last interval of writes, never the file's consistency (SQLite's WAL
+//!   checksums drop a torn tail).
+//! - `disk`: the file's writer thread takes every write queued when it is free into
+//!   one transaction, committed with `synchronous=FULL` (an fsync of the WAL) before
+//!   any of them is acknowledged: concurrent writers share an fsync instead of
+//!   queueing for one each, and an fsync never holds an async thread.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use redb::{
-    Database, ReadOnlyTable, ReadableDatabase, ReadableTable, Table, TableDefinition, TableError,
-};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
+
+pub use wedge_config::keyvalue::Durability;
 
 use super::backend::{
     Backend, Bucket, Failure, ListFrom, Outcome, Quota, add, batch_too_big, stored_number,
 };
 
-/// The app's totals: `keys` and `bytes` (keys' and values' lengths).
-const TOTALS: TableDefinition<&str, u64> = TableDefinition::new("wedge:totals");
-/// Writes one transaction takes at most: each waits for the fsync of its batch.
+/// How often a file written with `durability = "os"` is synced to disk: the most a
+/// power cut may lose (Redis' `appendfsync everysec` makes the same trade).
+pub(super) const SYNC_INTERVAL: Duration = Duration::from_secs(1);
+/// Writes one `disk` transaction takes at most: each waits for the fsync of its batch.
 const MAX_BATCH: usize = 256;
+/// How long opening a file waits for another process's lock on it (another wedge
+/// on the same data dir) before it fails.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
+
+const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS kv (
+        bucket TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
+        PRIMARY KEY (bucket, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS totals (
+        id INTEGER PRIMARY KEY CHECK (id = 0), keys INTEGER NOT NULL, bytes INTEGER NOT NULL
+    );
+    INSERT OR IGNORE INTO totals VALUES (0, 0, 0);
+";
 
 /// One app's file.
 pub(super) struct Embedded {
-    db: Arc<Database>,
-    /// Set by the writer when a write failed in storage (a full disk, an I/O
-    /// error): redb then refuses every write until the file is opened again.
-    broken: Arc<AtomicBool>,
-    writes: mpsc::Sender<Job>,
-    writer: Option<std::thread::JoinHandle<()>>,
+    /// Reads, and `os` writes: held for one statement or transaction at a time.
+    conn: Mutex<Connection>,
+    writes: Writes,
+    /// The app's totals as the last commit left them (the metrics read them after
+    /// every write: this spares them a query).
+    totals: Arc<Mutex<Option<Totals>>>,
 }
 
-/// Closes the file before returning: the writer finishes the batch it holds and
-/// lets go of the database, so the file can be opened again (or removed) at once.
-impl Drop for Embedded {
+/// Where writes are committed.
+enum Writes {
+    /// In the caller, on `conn`; `syncer` makes them durable on disk.
+    Inline {
+        dirty: Arc<AtomicBool>,
+        _syncer: Stopper<()>,
+    },
+    /// Batched by the writer thread, each batch committed with an fsync.
+    Batched { writer: Stopper<Job> },
+}
+
+/// A thread of the file, stopped and joined when this is dropped: its channel's
+/// sender goes first, which tells it to finish.
+struct Stopper<T> {
+    sender: Option<mpsc::Sender<T>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl<T> Stopper<T> {
+    fn spawn(
+        name: &str,
+        body: impl FnOnce(mpsc::Receiver<T>) + Send + 'static,
+    ) -> Result<Stopper<T>, String>
+    where
+        T: Send + 'static,
+    {
+        let (sender, receiver) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || body(receiver))
+            .map_err(|err| format!("cannot start a thread: {err}"))?;
+        Ok(Stopper {
+            sender: Some(sender),
+            thread: Some(thread),
+        })
+    }
+
+    fn send(&self, item: T) -> Outcome<()> {
+        self.sender
+            .as_ref()
+            .and_then(|sender| sender.send(item).ok())
+            .ok_or_else(|| Failure::Backend("the writer thread has stopped".into()))
+    }
+}
+
+/// Closes the file's threads before the file: the writer finishes the batch it
+/// holds, the syncer syncs once more.
+impl<T> Drop for Stopper<T> {
     fn drop(&mut self) {
-        let (closed, _) = mpsc::channel();
-        drop(std::mem::replace(&mut self.writes, closed));
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
+        drop(self.sender.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
 }
 
+/// A write, its bucket and the quota it must stay within.
+struct Write {
+    bucket: String,
+    change: Change,
+    quota: Quota,
+}
+
 /// A write for the writer thread, and where its outcome goes.
 struct Job {
-    bucket: String,
     write: Write,
-    quota: Quota,
     done: oneshot::Sender<Outcome<Done>>,
 }
 
-enum Write {
+enum Change {
     Set(Vec<(String, Vec<u8>)>),
     Delete(Vec<String>),
     Increment(String, i64),
@@ -69,7 +140,7 @@ enum Write {
         expected: Option<Vec<u8>>,
         value: Vec<u8>,
     },
-    /// Every bucket's table dropped: in a transaction of its own.
+    /// Every bucket's keys.
     Purge,
 }
 
@@ -79,91 +150,139 @@ enum Done {
     Swapped(bool),
 }
 
-fn table_name(bucket: &str) -> String {
-    format!("bucket:{bucket}")
-}
-
-/// The writer answered a write with another's outcome (never: `apply` answers each
+/// A write was answered with another kind's outcome (never: `apply` answers each
 /// kind with its own).
 fn mismatched() -> Failure {
-    Failure::Backend("the writer thread answered another kind of write".into())
+    Failure::Backend("a write was answered with another kind of outcome".into())
 }
 
 fn storage(err: impl std::fmt::Display) -> Failure {
     Failure::Backend(err.to_string())
 }
 
+const UNLIMITED: Quota = Quota {
+    max_keys: u64::MAX,
+    max_bytes: u64::MAX,
+};
+
+/// A connection to the file at `path` in WAL mode, fsyncing as `synchronous` says
+/// (`NORMAL`: at checkpoints only; `FULL`: at every commit too), checkpointing by
+/// itself or not. On SQLite's `unix-excl` VFS: the first connection locks the file
+/// for this process (another wedge opening it fails after [`BUSY_TIMEOUT`]), and
+/// the connections of this process coordinate in memory, so a transaction makes
+/// no lock syscalls (the default VFS makes about four `fcntl`s a transaction) and
+/// the WAL's index is in memory, not in a `-shm` file.
+fn connect(path: &Path, synchronous: &str, checkpoints: bool) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), "unix-excl")?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))?;
+    conn.pragma_update(None, "synchronous", synchronous)?;
+    if !checkpoints {
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    }
+    Ok(conn)
+}
+
 impl Embedded {
-    /// Opens (or creates) the file at `path` and starts its writer thread. Off the
-    /// async threads: opening a file that was not closed cleanly repairs it first.
-    pub(super) async fn open(path: PathBuf) -> Outcome<Arc<dyn Backend>> {
-        let opened = tokio::task::spawn_blocking(move || {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)
-                    .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
-            }
-            let db = Database::create(&path)
-                .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
-            let db = Arc::new(db);
-            let (writes, jobs) = mpsc::channel();
-            let broken = Arc::new(AtomicBool::new(false));
-            let (writer, broke) = (db.clone(), broken.clone());
-            let writer = std::thread::Builder::new()
-                .name("wedge-kv-writer".into())
-                .spawn(move || write_loop(&writer, &broke, jobs))
-                .map_err(|err| format!("cannot start a writer thread: {err}"))?;
-            Ok::<_, String>(Embedded {
-                db,
-                broken,
-                writes,
-                writer: Some(writer),
-            })
-        })
-        .await
-        .map_err(storage)?
-        .map_err(Failure::Backend)?;
+    /// Opens (or creates) the file at `path` and starts its thread. Off the async
+    /// threads: opening a file whose WAL was not checkpointed replays it first.
+    pub(super) async fn open(path: PathBuf, durability: Durability) -> Outcome<Arc<dyn Backend>> {
+        let opened = tokio::task::spawn_blocking(move || Embedded::open_now(&path, durability))
+            .await
+            .map_err(storage)?
+            .map_err(Failure::Backend)?;
         Ok(Arc::new(opened))
     }
 
-    /// The bucket's table in a read snapshot; `None` if nothing was ever written to it.
-    fn read_table(
-        &self,
-        bucket: Bucket<'_>,
-    ) -> Outcome<Option<ReadOnlyTable<&'static str, &'static [u8]>>> {
-        let txn = self.db.begin_read().map_err(storage)?;
-        let name = table_name(bucket.name);
-        match txn.open_table(TableDefinition::<&str, &[u8]>::new(&name)) {
-            Ok(table) => Ok(Some(table)),
-            Err(TableError::TableDoesNotExist(_)) => Ok(None),
-            Err(err) => Err(storage(err)),
+    fn open_now(path: &Path, durability: Durability) -> Result<Embedded, String> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
         }
+        let cannot = |err: rusqlite::Error| format!("cannot open {}: {err}", path.display());
+        let conn = connect(path, "NORMAL", false).map_err(cannot)?;
+        conn.execute_batch(SCHEMA).map_err(cannot)?;
+        let totals = Arc::new(Mutex::new(None));
+        let writes = match durability {
+            Durability::Os => {
+                let syncing = connect(path, "NORMAL", false).map_err(cannot)?;
+                let dirty = Arc::new(AtomicBool::new(false));
+                let flag = dirty.clone();
+                let syncer = Stopper::spawn("wedge-kv-sync", move |stop| {
+                    sync_loop(&syncing, &flag, &stop)
+                })?;
+                Writes::Inline {
+                    dirty,
+                    _syncer: syncer,
+                }
+            }
+            Durability::Disk => {
+                let writing = connect(path, "FULL", true).map_err(cannot)?;
+                let committed = totals.clone();
+                let writer = Stopper::spawn("wedge-kv-writer", move |jobs| {
+                    write_loop(&writing, &committed, jobs)
+                })?;
+                Writes::Batched { writer }
+            }
+        };
+        Ok(Embedded {
+            conn: Mutex::new(conn),
+            writes,
+            totals,
+        })
     }
 
-    async fn write(&self, bucket: Bucket<'_>, write: Write, quota: Quota) -> Outcome<Done> {
-        let (done, outcome) = oneshot::channel();
-        let job = Job {
-            bucket: bucket.name.to_string(),
-            write,
-            quota,
-            done,
-        };
-        self.writes
-            .send(job)
-            .map_err(|_| Failure::Backend("the writer thread has stopped".into()))?;
-        outcome
-            .await
-            .map_err(|_| Failure::Backend("the writer thread has stopped".into()))?
+    /// `read` on the app's connection.
+    fn read<T>(&self, read: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Outcome<T> {
+        read(&crate::sync::lock(&self.conn)).map_err(storage)
     }
+
+    async fn write(&self, bucket: Bucket<'_>, change: Change, quota: Quota) -> Outcome<Done> {
+        let write = Write {
+            bucket: bucket.name.to_string(),
+            change,
+            quota,
+        };
+        match &self.writes {
+            Writes::Inline { dirty, .. } => {
+                let conn = crate::sync::lock(&self.conn);
+                let outcome = commit(&conn, &self.totals, std::slice::from_ref(&write))?;
+                dirty.store(true, Ordering::Relaxed);
+                outcome.into_iter().next().ok_or_else(mismatched)?
+            }
+            Writes::Batched { writer } => {
+                let (done, outcome) = oneshot::channel();
+                writer.send(Job { write, done })?;
+                outcome
+                    .await
+                    .map_err(|_| Failure::Backend("the writer thread has stopped".into()))?
+            }
+        }
+    }
+}
+
+fn get_value(conn: &Connection, bucket: &str, key: &str) -> rusqlite::Result<Option<Vec<u8>>> {
+    conn.prepare_cached("SELECT value FROM kv WHERE bucket = ?1 AND key = ?2")?
+        .query_row(params![bucket, key], |row| row.get(0))
+        .optional()
+}
+
+fn stored_len(conn: &Connection, bucket: &str, key: &str) -> rusqlite::Result<Option<usize>> {
+    conn.prepare_cached("SELECT length(value) FROM kv WHERE bucket = ?1 AND key = ?2")?
+        .query_row(params![bucket, key], |row| row.get(0))
+        .optional()
+}
+
+fn put_value(conn: &Connection, bucket: &str, key: &str, value: &[u8]) -> rusqlite::Result<()> {
+    conn.prepare_cached("INSERT OR REPLACE INTO kv (bucket, key, value) VALUES (?1, ?2, ?3)")?
+        .execute(params![bucket, key, value])
+        .map(drop)
 }
 
 #[async_trait]
 impl Backend for Embedded {
     async fn get(&self, bucket: Bucket<'_>, key: &str) -> Outcome<Option<Vec<u8>>> {
-        let Some(table) = self.read_table(bucket)? else {
-            return Ok(None);
-        };
-        let value = table.get(key).map_err(storage)?;
-        Ok(value.map(|v| v.value().to_vec()))
+        self.read(|conn| get_value(conn, bucket.name, key))
     }
 
     async fn get_many(
@@ -172,31 +291,24 @@ impl Backend for Embedded {
         keys: &[String],
         max_bytes: u64,
     ) -> Outcome<Vec<Option<Vec<u8>>>> {
-        let Some(table) = self.read_table(bucket)? else {
-            return Ok(vec![None; keys.len()]);
-        };
-        // Sized first (a read of the page that holds each, no copy), copied after.
-        let mut found = Vec::with_capacity(keys.len());
+        let conn = crate::sync::lock(&self.conn);
+        // Sized first (no value copied), read after: in one read transaction.
+        let txn = conn.unchecked_transaction().map_err(storage)?;
         let mut bytes = 0u64;
         for key in keys {
-            let value = table.get(key.as_str()).map_err(storage)?;
-            bytes += value.as_ref().map_or(0, |v| v.value().len() as u64);
+            let len = stored_len(&txn, bucket.name, key).map_err(storage)?;
+            bytes += len.unwrap_or(0) as u64;
             if bytes > max_bytes {
                 return Err(batch_too_big(max_bytes));
             }
-            found.push(value);
         }
-        Ok(found
-            .into_iter()
-            .map(|value| value.map(|v| v.value().to_vec()))
-            .collect())
+        keys.iter()
+            .map(|key| get_value(&txn, bucket.name, key).map_err(storage))
+            .collect()
     }
 
     async fn exists(&self, bucket: Bucket<'_>, key: &str) -> Outcome<bool> {
-        let Some(table) = self.read_table(bucket)? else {
-            return Ok(false);
-        };
-        Ok(table.get(key).map_err(storage)?.is_some())
+        self.read(|conn| Ok(stored_len(conn, bucket.name, key)?.is_some()))
     }
 
     async fn list_keys(
@@ -205,22 +317,27 @@ impl Backend for Embedded {
         from: ListFrom,
         limit: usize,
     ) -> Outcome<Vec<String>> {
-        let Some(table) = self.read_table(bucket)? else {
-            return Ok(Vec::new());
-        };
-        let (start, skip) = match &from {
-            ListFrom::Start => (Bound::Unbounded, 0),
-            ListFrom::After(key) => (Bound::Excluded(key.as_str()), 0),
-            ListFrom::Offset(n) => (Bound::Unbounded, usize::try_from(*n).unwrap_or(usize::MAX)),
-        };
-        let bounds: (Bound<&str>, Bound<&str>) = (start, Bound::Unbounded);
-        let range = table.range(bounds).map_err(storage)?;
-        let mut keys = Vec::new();
-        for entry in range.skip(skip).take(limit) {
-            let (key, _) = entry.map_err(storage)?;
-            keys.push(key.value().to_string());
-        }
-        Ok(keys)
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let name = bucket.name;
+        self.read(|conn| match &from {
+            ListFrom::After(key) => conn
+                .prepare_cached(
+                    "SELECT key FROM kv WHERE bucket = ?1 AND key > ?2 ORDER BY key LIMIT ?3",
+                )?
+                .query_map(params![name, key, limit], |row| row.get(0))?
+                .collect(),
+            ListFrom::Start | ListFrom::Offset(_) => {
+                let skip = match from {
+                    ListFrom::Offset(n) => i64::try_from(n).unwrap_or(i64::MAX),
+                    _ => 0,
+                };
+                conn.prepare_cached(
+                    "SELECT key FROM kv WHERE bucket = ?1 ORDER BY key LIMIT ?2 OFFSET ?3",
+                )?
+                .query_map(params![name, limit, skip], |row| row.get(0))?
+                .collect()
+            }
+        })
     }
 
     async fn set_many(
@@ -229,15 +346,13 @@ impl Backend for Embedded {
         pairs: Vec<(String, Vec<u8>)>,
         quota: Quota,
     ) -> Outcome<()> {
-        self.write(bucket, Write::Set(pairs), quota).await.map(drop)
+        self.write(bucket, Change::Set(pairs), quota)
+            .await
+            .map(drop)
     }
 
     async fn delete_many(&self, bucket: Bucket<'_>, keys: Vec<String>) -> Outcome<()> {
-        let quota = Quota {
-            max_keys: u64::MAX,
-            max_bytes: u64::MAX,
-        };
-        self.write(bucket, Write::Delete(keys), quota)
+        self.write(bucket, Change::Delete(keys), UNLIMITED)
             .await
             .map(drop)
     }
@@ -250,7 +365,7 @@ impl Backend for Embedded {
         quota: Quota,
     ) -> Outcome<i64> {
         match self
-            .write(bucket, Write::Increment(key, delta), quota)
+            .write(bucket, Change::Increment(key, delta), quota)
             .await?
         {
             Done::Number(n) => Ok(n),
@@ -266,7 +381,7 @@ impl Backend for Embedded {
         value: Vec<u8>,
         quota: Quota,
     ) -> Outcome<bool> {
-        let swap = Write::Swap {
+        let swap = Change::Swap {
             key,
             expected,
             value,
@@ -279,110 +394,114 @@ impl Backend for Embedded {
 
     async fn purge(&self, app: &str) -> Outcome<()> {
         let bucket = Bucket { app, name: "" };
-        let unlimited = Quota {
-            max_keys: u64::MAX,
-            max_bytes: u64::MAX,
-        };
-        self.write(bucket, Write::Purge, unlimited).await.map(drop)
-    }
-
-    fn is_broken(&self) -> bool {
-        self.broken.load(Ordering::Relaxed)
+        self.write(bucket, Change::Purge, UNLIMITED).await.map(drop)
     }
 
     async fn totals(&self, _app: &str) -> Outcome<Option<(u64, u64)>> {
-        let txn = self.db.begin_read().map_err(storage)?;
-        let totals = match txn.open_table(TOTALS) {
-            Ok(table) => {
-                let get = |name| -> Outcome<u64> {
-                    Ok(table.get(name).map_err(storage)?.map_or(0, |v| v.value()))
-                };
-                (get("keys")?, get("bytes")?)
-            }
-            Err(TableError::TableDoesNotExist(_)) => (0, 0),
-            Err(err) => return Err(storage(err)),
+        let committed = *crate::sync::lock(&self.totals);
+        let totals = match committed {
+            Some(totals) => totals,
+            None => self.read(Totals::read)?,
         };
-        Ok(Some(totals))
+        Ok(Some((totals.keys, totals.bytes)))
     }
 }
 
-/// The writer thread: every write queued when it is free goes into one transaction,
-/// committed before any of them is answered. Ends when the backend is dropped. A
-/// transaction that fails in storage marks the file `broken`.
-fn write_loop(db: &Database, broken: &AtomicBool, jobs: mpsc::Receiver<Job>) {
-    let mut next = None;
-    while let Some(first) = next.take().or_else(|| jobs.recv().ok()) {
-        if let Write::Purge = first.write {
-            let _ = first
-                .done
-                .send(noted(broken, purge(db)).map(|()| Done::Nothing));
-            continue;
+/// The syncer of an `os` file: every [`SYNC_INTERVAL`] in which something was
+/// written, a checkpoint (the WAL fsynced, copied into the file, the file fsynced);
+/// once more when the file closes. A failed one (a full disk) is tried again next
+/// time: the writes stay in the WAL meanwhile.
+fn sync_loop(conn: &Connection, dirty: &AtomicBool, stop: &mpsc::Receiver<()>) {
+    let checkpoint = || {
+        if let Err(err) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::warn!("syncing a key-value file: {err}");
         }
+    };
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(SYNC_INTERVAL) {
+        if dirty.swap(false, Ordering::Relaxed) {
+            checkpoint();
+        }
+    }
+    checkpoint();
+}
+
+/// The writer thread of a `disk` file: every write queued when it is free goes into
+/// one transaction, committed before any of them is answered. Ends when the backend
+/// is dropped.
+fn write_loop(conn: &Connection, totals: &Mutex<Option<Totals>>, jobs: mpsc::Receiver<Job>) {
+    while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH
             && let Ok(job) = jobs.try_recv()
         {
-            if let Write::Purge = job.write {
-                next = Some(job);
-                break;
-            }
             batch.push(job);
         }
-        match noted(broken, commit(db, &batch)) {
+        let (writes, answers): (Vec<Write>, Vec<_>) =
+            batch.into_iter().map(|job| (job.write, job.done)).unzip();
+        match commit(conn, totals, &writes) {
             Ok(outcomes) => {
-                for (job, outcome) in batch.into_iter().zip(outcomes) {
-                    let _ = job.done.send(outcome);
+                for (done, outcome) in answers.into_iter().zip(outcomes) {
+                    let _ = done.send(outcome);
                 }
             }
             Err(failure) => {
-                for job in batch {
-                    let _ = job.done.send(Err(failure.clone()));
+                for done in answers {
+                    let _ = done.send(Err(failure.clone()));
                 }
             }
         }
     }
 }
 
-/// `outcome`, having marked the file `broken` if it is a storage failure.
-fn noted<T>(broken: &AtomicBool, outcome: Outcome<T>) -> Outcome<T> {
-    if let Err(Failure::Backend(_)) = &outcome {
-        broken.store(true, Ordering::Relaxed);
-    }
-    outcome
-}
-
-/// Drops every table of the file (its buckets and its totals) in one transaction.
-fn purge(db: &Database) -> Outcome<()> {
-    let txn = db.begin_write().map_err(storage)?;
-    let tables: Vec<_> = txn.list_tables().map_err(storage)?.collect();
-    for table in tables {
-        txn.delete_table(table).map_err(storage)?;
-    }
-    txn.commit().map_err(storage)
-}
-
-/// Applies `batch` in one transaction: each write's own outcome (a write past a quota
-/// changes nothing), or a storage failure that fails them all.
-fn commit(db: &Database, batch: &[Job]) -> Outcome<Vec<Outcome<Done>>> {
-    let txn = db.begin_write().map_err(storage)?;
-    let mut outcomes = Vec::with_capacity(batch.len());
-    {
-        let mut totals_table = txn.open_table(TOTALS).map_err(storage)?;
-        let mut totals = Totals::read(&totals_table)?;
-        for job in batch {
-            let name = table_name(&job.bucket);
-            let mut table = txn
-                .open_table(TableDefinition::<&str, &[u8]>::new(&name))
-                .map_err(storage)?;
-            outcomes.push(apply(&mut table, &mut totals, job)?);
+/// Applies `writes` in one transaction: each write's own outcome (a write past a
+/// quota changes nothing), or a storage failure that fails them all. The totals
+/// committed go to `committed`.
+fn commit(
+    conn: &Connection,
+    committed: &Mutex<Option<Totals>>,
+    writes: &[Write],
+) -> Outcome<Vec<Outcome<Done>>> {
+    run(conn, "BEGIN IMMEDIATE").map_err(storage)?;
+    let applied = apply_all(conn, writes).and_then(|applied| {
+        run(conn, "COMMIT")?;
+        Ok(applied)
+    });
+    match applied {
+        Ok((outcomes, totals)) => {
+            *crate::sync::lock(committed) = Some(totals);
+            Ok(outcomes)
         }
-        totals.write(&mut totals_table)?;
+        Err(err) => {
+            // Whatever failed (a full disk, even the commit), the transaction ends.
+            if !conn.is_autocommit() {
+                let _ = run(conn, "ROLLBACK");
+            }
+            Err(storage(err))
+        }
     }
-    txn.commit().map_err(storage)?;
-    Ok(outcomes)
 }
 
-/// The app's key count and bytes, as the totals table holds them.
+/// Runs `sql` (no rows) as a cached statement: `Connection::transaction` would
+/// parse its `BEGIN` and `COMMIT` anew each time.
+fn run(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
+/// `writes` applied in the open transaction, and the totals they leave.
+fn apply_all(
+    conn: &Connection,
+    writes: &[Write],
+) -> rusqlite::Result<(Vec<Outcome<Done>>, Totals)> {
+    let mut totals = Totals::read(conn)?;
+    let mut outcomes = Vec::with_capacity(writes.len());
+    for write in writes {
+        outcomes.push(apply(conn, &mut totals, write)?);
+    }
+    totals.write(conn)?;
+    Ok((outcomes, totals))
+}
+
+/// The app's key count and bytes, as the totals row holds them.
 #[derive(Clone, Copy)]
 struct Totals {
     keys: u64,
@@ -390,20 +509,21 @@ struct Totals {
 }
 
 impl Totals {
-    fn read(table: &Table<&str, u64>) -> Outcome<Totals> {
-        let get = |name| -> Outcome<u64> {
-            Ok(table.get(name).map_err(storage)?.map_or(0, |v| v.value()))
-        };
-        Ok(Totals {
-            keys: get("keys")?,
-            bytes: get("bytes")?,
-        })
+    fn read(conn: &Connection) -> rusqlite::Result<Totals> {
+        conn.prepare_cached("SELECT keys, bytes FROM totals WHERE id = 0")?
+            .query_row([], |row| {
+                Ok(Totals {
+                    keys: row.get::<_, i64>(0)?.max(0) as u64,
+                    bytes: row.get::<_, i64>(1)?.max(0) as u64,
+                })
+            })
     }
 
-    fn write(&self, table: &mut Table<&str, u64>) -> Outcome<()> {
-        table.insert("keys", self.keys).map_err(storage)?;
-        table.insert("bytes", self.bytes).map_err(storage)?;
-        Ok(())
+    fn write(&self, conn: &Connection) -> rusqlite::Result<()> {
+        let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        conn.prepare_cached("UPDATE totals SET keys = ?1, bytes = ?2 WHERE id = 0")?
+            .execute(params![clamp(self.keys), clamp(self.bytes)])
+            .map(drop)
     }
 
     /// The totals once `key` goes from `old` (its value's length, if present) to `new`.
@@ -435,18 +555,12 @@ impl Totals {
     }
 }
 
-type BucketTable<'t> = Table<'t, &'static str, &'static [u8]>;
-
-fn stored_len(table: &BucketTable, key: &str) -> Outcome<Option<usize>> {
-    Ok(table.get(key).map_err(storage)?.map(|v| v.value().len()))
-}
-
 /// One write: `Ok(Err(..))` for a write refused (a quota, a value), `Err` for a
 /// storage failure.
-fn apply(table: &mut BucketTable, totals: &mut Totals, job: &Job) -> Outcome<Outcome<Done>> {
-    let quota = job.quota;
-    match &job.write {
-        Write::Set(pairs) => {
+fn apply(txn: &Connection, totals: &mut Totals, write: &Write) -> rusqlite::Result<Outcome<Done>> {
+    let (bucket, quota) = (write.bucket.as_str(), write.quota);
+    match &write.change {
+        Change::Set(pairs) => {
             // The last value of a key given twice wins, and counts once.
             let pairs: BTreeMap<&str, &[u8]> = pairs
                 .iter()
@@ -454,28 +568,31 @@ fn apply(table: &mut BucketTable, totals: &mut Totals, job: &Job) -> Outcome<Out
                 .collect();
             let mut after = *totals;
             for (key, value) in &pairs {
-                after = after.with(key, stored_len(table, key)?, Some(value.len()));
+                after = after.with(key, stored_len(txn, bucket, key)?, Some(value.len()));
             }
             if let Err(refused) = after.within(*totals, quota) {
                 return Ok(Err(refused));
             }
             for (key, value) in pairs {
-                table.insert(key, value).map_err(storage)?;
+                put_value(txn, bucket, key, value)?;
             }
             *totals = after;
         }
-        Write::Delete(keys) => {
+        Change::Delete(keys) => {
+            let mut delete = txn.prepare_cached(
+                "DELETE FROM kv WHERE bucket = ?1 AND key = ?2 RETURNING length(value)",
+            )?;
             for key in keys {
-                if let Some(old) = table.remove(key.as_str()).map_err(storage)? {
-                    *totals = totals.with(key, Some(old.value().len()), None);
+                let old: Option<usize> = delete
+                    .query_row(params![bucket, key], |row| row.get(0))
+                    .optional()?;
+                if old.is_some() {
+                    *totals = totals.with(key, old, None);
                 }
             }
         }
-        Write::Increment(key, delta) => {
-            let old = table
-                .get(key.as_str())
-                .map_err(storage)?
-                .map(|v| v.value().to_vec());
+        Change::Increment(key, delta) => {
+            let old = get_value(txn, bucket, key)?;
             let sum = match stored_number(old.as_deref()).and_then(|n| add(n, *delta)) {
                 Ok(sum) => sum,
                 Err(refused) => return Ok(Err(refused)),
@@ -485,22 +602,16 @@ fn apply(table: &mut BucketTable, totals: &mut Totals, job: &Job) -> Outcome<Out
             if let Err(refused) = after.within(*totals, quota) {
                 return Ok(Err(refused));
             }
-            table
-                .insert(key.as_str(), text.as_bytes())
-                .map_err(storage)?;
+            put_value(txn, bucket, key, text.as_bytes())?;
             *totals = after;
             return Ok(Ok(Done::Number(sum)));
         }
-        Write::Purge => return Ok(Err(mismatched())),
-        Write::Swap {
+        Change::Swap {
             key,
             expected,
             value,
         } => {
-            let old = table
-                .get(key.as_str())
-                .map_err(storage)?
-                .map(|v| v.value().to_vec());
+            let old = get_value(txn, bucket, key)?;
             if old != *expected {
                 return Ok(Ok(Done::Swapped(false)));
             }
@@ -508,11 +619,13 @@ fn apply(table: &mut BucketTable, totals: &mut Totals, job: &Job) -> Outcome<Out
             if let Err(refused) = after.within(*totals, quota) {
                 return Ok(Err(refused));
             }
-            table
-                .insert(key.as_str(), value.as_slice())
-                .map_err(storage)?;
+            put_value(txn, bucket, key, value)?;
             *totals = after;
             return Ok(Ok(Done::Swapped(true)));
+        }
+        Change::Purge => {
+            txn.execute("DELETE FROM kv", [])?;
+            *totals = Totals { keys: 0, bytes: 0 };
         }
     }
     Ok(Ok(Done::Nothing))

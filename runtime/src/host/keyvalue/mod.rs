@@ -26,7 +26,7 @@ use std::time::Instant;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
-pub use wedge_config::keyvalue::{Backend as BackendChoice, KeyValue};
+pub use wedge_config::keyvalue::{Backend as BackendChoice, Durability, KeyValue};
 
 use self::backend::{Backend, Bucket, Failure, ListFrom, Quota};
 use self::redis::TrustedCa;
@@ -96,13 +96,13 @@ pub struct KeyValueHost {
 }
 
 /// A backend, opened on first use: an app that never opens a bucket makes no file
-/// and no connection. A failed opening is tried again by the next operation, and so
-/// is one of a backend broken since (an embedded file after a failed write): it is
-/// let go and opened anew.
+/// and no connection. A failed opening is tried again by the next operation.
 struct Shared {
     choice: BackendChoice,
-    /// The embedded file, for `BackendChoice::Embedded`.
+    /// The embedded file, for `BackendChoice::Embedded`, and when it acknowledges a
+    /// write.
     path: PathBuf,
+    durability: Durability,
     /// How long a Redis connection waits for an answer.
     timeout: std::time::Duration,
     /// The authorities a `rediss://` server's certificate must chain to, if not
@@ -194,7 +194,7 @@ impl KeyValueHost {
                 let ca = ca.as_ref().map(TrustedCa::fingerprint);
                 format!("{} {:?} {ca:?}", url.as_str(), settings.timeout)
             }
-            _ => format!("embedded:{app}"),
+            _ => format!("embedded:{app} {}", settings.durability),
         };
         let mut opened = crate::sync::lock(&self.opened);
         opened.retain(|_, shared| shared.strong_count() > 0);
@@ -203,7 +203,8 @@ impl KeyValueHost {
         }
         let shared = Arc::new(Shared {
             choice: settings.backend.clone(),
-            path: self.dir.join(format!("{app}.redb")),
+            path: self.dir.join(format!("{app}.sqlite3")),
+            durability: settings.durability,
             timeout: settings.timeout,
             ca,
             current: Mutex::default(),
@@ -224,7 +225,9 @@ impl Shared {
             return Ok(backend);
         }
         let backend = match &self.choice {
-            BackendChoice::Embedded => embedded::Embedded::open(self.path.clone()).await,
+            BackendChoice::Embedded => {
+                embedded::Embedded::open(self.path.clone(), self.durability).await
+            }
             BackendChoice::Redis(url) => {
                 self::redis::Redis::open(url.as_str(), self.timeout, self.ca.as_ref()).await
             }
@@ -236,14 +239,9 @@ impl Shared {
         Ok(backend)
     }
 
-    /// The backend, unless none is open or it broke (then it is let go: closed once
-    /// the operations still holding it are done).
+    /// The backend, if it is open.
     fn working(&self) -> Option<Arc<dyn Backend>> {
-        let mut current = crate::sync::lock(&self.current);
-        if current.as_ref().is_some_and(|backend| backend.is_broken()) {
-            *current = None;
-        }
-        current.clone()
+        crate::sync::lock(&self.current).clone()
     }
 }
 
@@ -281,6 +279,7 @@ impl AppStore {
             shared: Some(Arc::new(Shared {
                 choice: settings.backend.clone(),
                 path: PathBuf::new(),
+                durability: settings.durability,
                 timeout: settings.timeout,
                 ca: None,
                 current: Mutex::new(Some(backend)),

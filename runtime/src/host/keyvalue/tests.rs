@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::backend::{Backend, Bucket, ListFrom, Outcome, Quota};
-use super::embedded::Embedded;
+use super::embedded::{Durability, Embedded};
 use super::{AppStore, KeyValue, KvError};
 use crate::host::guest_log::GuestOutput;
 use crate::host::limits::guest_output::OutputBudget;
@@ -145,12 +145,15 @@ async fn keys_values_and_buckets_past_the_settings_are_refused_before_the_backen
 fn temp_file(tag: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("wedge-kv-unit-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    dir.join("app.redb")
+    dir.join("app.sqlite3")
 }
 
 fn bucket(name: &str) -> Bucket<'_> {
     Bucket { app: "app", name }
 }
+
+/// Each test of the embedded file runs with writes inline and batched.
+const BOTH: [Durability; 2] = [Durability::Os, Durability::Disk];
 
 const ROOMY: Quota = Quota {
     max_keys: 100,
@@ -159,8 +162,14 @@ const ROOMY: Quota = Quota {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_embedded_file_keeps_values_counters_and_buckets_apart() {
-    let path = temp_file("basics");
-    let db = Embedded::open(path.clone()).await.unwrap();
+    for durability in BOTH {
+        keeps_values_counters_and_buckets_apart(durability).await;
+    }
+}
+
+async fn keeps_values_counters_and_buckets_apart(durability: Durability) {
+    let path = temp_file(&format!("basics-{durability}"));
+    let db = Embedded::open(path.clone(), durability).await.unwrap();
     let (a, b) = (bucket("a"), bucket("b"));
     assert_eq!(db.get(a, "k").await, Ok(None));
     db.set_many(a, vec![("k".into(), b"one".to_vec())], ROOMY)
@@ -195,7 +204,7 @@ async fn the_embedded_file_keeps_values_counters_and_buckets_apart() {
     assert_eq!(db.totals("app").await, Ok(Some((2, 5)))); // n=-2, c=2
     drop(db);
     // What was acknowledged is in the file.
-    let db = Embedded::open(path).await.unwrap();
+    let db = Embedded::open(path, durability).await.unwrap();
     assert_eq!(db.get(a, "n").await, Ok(Some(b"-2".to_vec())));
     assert_eq!(db.get(b, "c").await, Ok(Some(b"2".to_vec())));
     // Purged: every bucket empty, the totals back to nothing, the file usable.
@@ -213,7 +222,9 @@ async fn the_embedded_file_keeps_values_counters_and_buckets_apart() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn keys_are_listed_in_pages_by_either_cursor() {
-    let db = Embedded::open(temp_file("list")).await.unwrap();
+    let db = Embedded::open(temp_file("list"), Durability::Os)
+        .await
+        .unwrap();
     let a = bucket("a");
     let pairs = (0..5).map(|n| (format!("k{n}"), vec![n as u8])).collect();
     db.set_many(a, pairs, ROOMY).await.unwrap();
@@ -235,7 +246,15 @@ async fn keys_are_listed_in_pages_by_either_cursor() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn quotas_count_every_bucket_and_a_refused_write_changes_nothing() {
-    let db = Embedded::open(temp_file("quota")).await.unwrap();
+    for durability in BOTH {
+        quotas_count_every_bucket(durability).await;
+    }
+}
+
+async fn quotas_count_every_bucket(durability: Durability) {
+    let db = Embedded::open(temp_file(&format!("quota-{durability}")), durability)
+        .await
+        .unwrap();
     let quota = Quota {
         max_keys: 2,
         max_bytes: 8,
@@ -271,7 +290,14 @@ async fn quotas_count_every_bucket_and_a_refused_write_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_increments_are_never_lost() {
-    let db: Arc<dyn Backend> = Embedded::open(temp_file("concurrent")).await.unwrap();
+    for durability in BOTH {
+        increments_are_never_lost(durability).await;
+    }
+}
+
+async fn increments_are_never_lost(durability: Durability) {
+    let path = temp_file(&format!("concurrent-{durability}"));
+    let db: Arc<dyn Backend> = Embedded::open(path, durability).await.unwrap();
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let db = db.clone();
