@@ -4,21 +4,22 @@
 # `wedge serve` pinned to CPU 1, the load generator pinned to CPU 0, ROUNDS rounds
 # with the order rotated every round. Per run: server CPU per request (utime+stime
 # from /proc/PID/stat ÷ requests answered) and req/s; at the end the medians, and
-# B÷A and A2÷A taken round by round (median [range]). The suite (`cargo bench -p
+# B÷A and A2÷A (and B−A, A2−A in µs) taken round by round (median [range]). The suite (`cargo bench -p
 # wedge --bench suite`) compares wedge with the references; this compares two wedges.
 #
 # Usage: runtime/benches/ab.sh A_WEDGE B_WEDGE COMPONENT.wasm [wedge serve flags…]
 # Environment: ROUNDS (5), SECONDS (5), WARMUP (2), PROTO (h1 | h2c), URLPATH (/),
-# METHOD (GET; h1 only: POST sends an empty body).
+# BPATH (B's path, URLPATH unless set: one wedge, as A and B, on a route and its
+# control), METHOD (GET; h1 only: POST sends an empty body).
 # Needs wrk (h1) or h2load (h2c), and taskset. Loopback only; every load is bounded
 # by `timeout`.
 set -euo pipefail
 
-[ $# -ge 3 ] || { sed -n '2,14p' "$0"; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,16p' "$0"; exit 2; }
 A=$1 B=$2 COMPONENT=$3
 shift 3
 ROUNDS=${ROUNDS:-5} SECONDS_=${SECONDS:-5} WARMUP=${WARMUP:-2}
-PROTO=${PROTO:-h1} URLPATH=${URLPATH:-/} METHOD=${METHOD:-GET}
+PROTO=${PROTO:-h1} URLPATH=${URLPATH:-/} BPATH=${BPATH:-$URLPATH} METHOD=${METHOD:-GET}
 TMP=$(mktemp -d)
 echo "wrk.method = \"$METHOD\"" >"$TMP/method.lua"
 PIDS=()
@@ -54,9 +55,9 @@ start() {
     exit 1
 }
 
-# load PORT SECONDS: prints "requests req_per_s".
+# load PORT SECONDS PATH: prints "requests req_per_s".
 load() {
-    local url="http://127.0.0.1:$1$URLPATH" out
+    local url="http://127.0.0.1:$1$3" out
     case $PROTO in
     h1)
         out=$(timeout -k 5 $(($2 + 60)) taskset -c 0 wrk -t 1 -c 32 -d "${2}s" -s "$TMP/method.lua" "$url")
@@ -71,6 +72,8 @@ load() {
     esac
 }
 
+path_of() { if [ "$1" = B ]; then echo "$BPATH"; else echo "$URLPATH"; fi; }
+
 ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
 start A "$A" "$@"
@@ -80,7 +83,7 @@ HZ=$(getconf CLK_TCK)
 NAMES=(A B A2)
 for name in "${NAMES[@]}"; do
     port_var=PORT_$name
-    load "${!port_var}" "$WARMUP" >/dev/null
+    load "${!port_var}" "$WARMUP" "$(path_of "$name")" >/dev/null
 done
 echo "round server cpu_us_per_req req_per_s" >"$TMP/results"
 for round in $(seq "$ROUNDS"); do
@@ -88,7 +91,7 @@ for round in $(seq "$ROUNDS"); do
         name=${NAMES[$(((k + round) % 3))]}
         port_var=PORT_$name pid_var=PID_$name
         before=$(ticks "${!pid_var}")
-        read -r requests rate < <(load "${!port_var}" "$SECONDS_")
+        read -r requests rate < <(load "${!port_var}" "$SECONDS_" "$(path_of "$name")")
         after=$(ticks "${!pid_var}")
         cpu=$(awk -v t=$((after - before)) -v n="$requests" -v hz="$HZ" \
             'BEGIN { printf "%.2f", t * 1e6 / hz / n }')
@@ -108,5 +111,6 @@ for name in ("A", "B", "A2"):
     print(f"{name:3} cpu µs/req {show(cs)}  req/s {statistics.median(rs):.0f}")
 for name in ("B", "A2"):
     ratios = [cpu[name][k][0] / cpu["A"][k][0] for k in cpu["A"]]
-    print(f"{name}÷A per round: {show(ratios)}")
+    added = [cpu[name][k][0] - cpu["A"][k][0] for k in cpu["A"]]
+    print(f"{name}÷A per round: {show(ratios)}   {name}−A: {show(added)} µs")
 EOF
