@@ -15,6 +15,9 @@
 //!   one transaction, committed with `synchronous=FULL` (an fsync of the WAL) before
 //!   any of them is acknowledged: concurrent writers share an fsync instead of
 //!   queueing for one each, and an fsync never holds an async thread.
+//!
+//! A file of wedge's first store (`APP.redb`) is imported on the first open
+//! (redb_import.rs).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,7 +44,7 @@ const MAX_BATCH: usize = 256;
 /// on the same data dir) before it fails.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 
-const SCHEMA: &str = "
+pub(super) const SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS kv (
         bucket TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
         PRIMARY KEY (bucket, key)
@@ -199,6 +202,7 @@ impl Embedded {
             std::fs::create_dir_all(dir)
                 .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
         }
+        super::redb_import::import_old_file(path)?;
         let cannot = |err: rusqlite::Error| format!("cannot open {}: {err}", path.display());
         let conn = connect(path, "NORMAL", false).map_err(cannot)?;
         conn.execute_batch(SCHEMA).map_err(cannot)?;
@@ -273,7 +277,12 @@ fn stored_len(conn: &Connection, bucket: &str, key: &str) -> rusqlite::Result<Op
         .optional()
 }
 
-fn put_value(conn: &Connection, bucket: &str, key: &str, value: &[u8]) -> rusqlite::Result<()> {
+pub(super) fn put_value(
+    conn: &Connection,
+    bucket: &str,
+    key: &str,
+    value: &[u8],
+) -> rusqlite::Result<()> {
     conn.prepare_cached("INSERT OR REPLACE INTO kv (bucket, key, value) VALUES (?1, ?2, ?3)")?
         .execute(params![bucket, key, value])
         .map(drop)
@@ -503,9 +512,9 @@ fn apply_all(
 
 /// The app's key count and bytes, as the totals row holds them.
 #[derive(Clone, Copy)]
-struct Totals {
-    keys: u64,
-    bytes: u64,
+pub(super) struct Totals {
+    pub(super) keys: u64,
+    pub(super) bytes: u64,
 }
 
 impl Totals {
@@ -519,7 +528,7 @@ impl Totals {
             })
     }
 
-    fn write(&self, conn: &Connection) -> rusqlite::Result<()> {
+    pub(super) fn write(&self, conn: &Connection) -> rusqlite::Result<()> {
         let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         conn.prepare_cached("UPDATE totals SET keys = ?1, bytes = ?2 WHERE id = 0")?
             .execute(params![clamp(self.keys), clamp(self.bytes)])
@@ -527,7 +536,7 @@ impl Totals {
     }
 
     /// The totals once `key` goes from `old` (its value's length, if present) to `new`.
-    fn with(self, key: &str, old: Option<usize>, new: Option<usize>) -> Totals {
+    pub(super) fn with(self, key: &str, old: Option<usize>, new: Option<usize>) -> Totals {
         let size = |len: Option<usize>| len.map_or(0, |n| (key.len() + n) as u64);
         Totals {
             keys: self.keys + u64::from(new.is_some()) - u64::from(old.is_some()),

@@ -13,6 +13,7 @@ mod backend;
 mod draft;
 mod draft2;
 mod embedded;
+mod redb_import;
 mod redis;
 mod spin;
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::backend::{Backend, Bucket, ListFrom, Outcome, Quota};
+use super::backend::{Backend, Bucket, Failure, ListFrom, Outcome, Quota};
 use super::embedded::{Durability, Embedded};
 use super::{AppStore, KeyValue, KvError};
 use crate::host::guest_log::GuestOutput;
@@ -314,4 +314,95 @@ async fn increments_are_never_lost(durability: Durability) {
         task.await.unwrap();
     }
     assert_eq!(db.get(bucket("a"), "n").await, Ok(Some(b"200".to_vec())));
+}
+
+/// A bucket's keys and values.
+type Pairs<'a> = &'a [(&'a str, &'a [u8])];
+
+/// Writes `buckets` into a redb file at `path` as wedge's first store laid them out:
+/// a table `bucket:NAME` of keys to values each, and `wedge:totals`.
+fn write_first_store_file(path: &std::path::Path, buckets: &[(&str, Pairs)]) {
+    use redb::TableDefinition;
+    let db = redb::Database::create(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    let (mut keys, mut bytes) = (0u64, 0u64);
+    for (name, pairs) in buckets {
+        let name = format!("bucket:{name}");
+        let mut table = txn
+            .open_table(TableDefinition::<&str, &[u8]>::new(&name))
+            .unwrap();
+        for (key, value) in *pairs {
+            table.insert(*key, *value).unwrap();
+            keys += 1;
+            bytes += (key.len() + value.len()) as u64;
+        }
+    }
+    let mut totals = txn
+        .open_table(TableDefinition::<&str, u64>::new("wedge:totals"))
+        .unwrap();
+    totals.insert("keys", keys).unwrap();
+    totals.insert("bytes", bytes).unwrap();
+    drop(totals);
+    txn.commit().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_of_the_first_store_is_imported_once_and_kept() {
+    let path = temp_file("import");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let (old, kept) = (
+        path.with_extension("redb"),
+        path.with_extension("redb.imported"),
+    );
+    // `hits` as the first store's `increment` left it: a decimal number as text.
+    let default: Pairs = &[("greeting", b"hello"), ("hits", b"41")];
+    let other: Pairs = &[("greeting", b"bonjour"), ("bin", &[0, 255, 1])];
+    write_first_store_file(&old, &[("default", default), ("other", other)]);
+
+    let db = Embedded::open(path.clone(), Durability::Os).await.unwrap();
+    let (a, b) = (bucket("default"), bucket("other"));
+    assert_eq!(db.get(a, "greeting").await, Ok(Some(b"hello".to_vec())));
+    assert_eq!(db.get(b, "greeting").await, Ok(Some(b"bonjour".to_vec())));
+    assert_eq!(db.get(b, "bin").await, Ok(Some(vec![0, 255, 1])));
+    let listed = db.list_keys(b, ListFrom::Start, 10).await.unwrap();
+    assert_eq!(listed, ["bin", "greeting"]);
+    // 8+5, 4+2, 8+7, 3+3 bytes of keys and values.
+    assert_eq!(db.totals("app").await, Ok(Some((4, 40))));
+    assert_eq!(db.increment(a, "hits".into(), 1, ROOMY).await, Ok(42));
+    assert!(!old.exists(), "the old file is renamed");
+    assert!(kept.exists(), "the old file is kept");
+    let changed = vec![("greeting".into(), b"changed".to_vec())];
+    db.set_many(a, changed, ROOMY).await.unwrap();
+    drop(db);
+
+    // With both files there, the SQLite one is used and the old one left alone.
+    std::fs::rename(&kept, &old).unwrap();
+    let db = Embedded::open(path, Durability::Os).await.unwrap();
+    assert_eq!(db.get(a, "greeting").await, Ok(Some(b"changed".to_vec())));
+    assert_eq!(db.get(a, "hits").await, Ok(Some(b"42".to_vec())));
+    assert_eq!(db.totals("app").await, Ok(Some((4, 42))));
+    assert!(old.exists() && !kept.exists(), "not imported again");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_of_the_first_store_that_cannot_be_read_fails_the_store_and_stays() {
+    let path = temp_file("import-broken");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let old = path.with_extension("redb");
+    std::fs::write(&old, b"not a redb file").unwrap();
+    for _ in 0..2 {
+        let why = match Embedded::open(path.clone(), Durability::Os).await {
+            Err(Failure::Backend(why)) => why,
+            Err(other) => panic!("not a backend failure: {other:?}"),
+            Ok(_) => panic!("opened over a file it could not import"),
+        };
+        assert!(
+            why.starts_with(&format!("cannot import {} into SQLite: ", old.display())),
+            "{why}"
+        );
+        assert_eq!(std::fs::read(&old).unwrap(), b"not a redb file");
+        // No SQLite file: the next open tries the import again, never starts empty.
+        assert!(!path.exists());
+        assert!(!path.with_extension("sqlite3.importing").exists());
+    }
 }
