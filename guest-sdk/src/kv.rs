@@ -150,8 +150,10 @@ impl Store {
 
     /// Sets every pair, or (past a quota) none of them.
     pub fn set_many(&self, pairs: &[(&str, &[u8])]) -> Result<(), Error> {
-        let pairs: Vec<(String, Vec<u8>)> =
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_vec())).collect();
+        let pairs: Vec<(String, Vec<u8>)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_vec()))
+            .collect();
         batch::set_many(&self.bucket, &pairs).map_err(kv_error)
     }
 
@@ -165,7 +167,9 @@ impl Store {
     /// such JSON.
     #[cfg(feature = "json")]
     pub fn get_json<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
-        self.get(key)?.map(|bytes| from_json(key, &bytes)).transpose()
+        self.get(key)?
+            .map(|bytes| from_json(key, &bytes))
+            .transpose()
     }
 
     /// Sets `key` to `value` written as JSON.
@@ -209,8 +213,12 @@ fn text(bytes: Vec<u8>) -> Result<String, Error> {
 
 #[cfg(feature = "json")]
 fn from_json<T: serde::de::DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, Error> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| Error::new(ErrorKind::KeyValue, format!("`{key}` holds no such JSON: {e}")))
+    serde_json::from_slice(bytes).map_err(|e| {
+        Error::new(
+            ErrorKind::KeyValue,
+            format!("`{key}` holds no such JSON: {e}"),
+        )
+    })
 }
 
 fn kv_error(error: store::Error) -> Error {
@@ -259,7 +267,10 @@ mod tests {
     #[test]
     fn a_page_error_is_returned() {
         let error = all_pages(|_| Err(Error::new(ErrorKind::KeyValue, "down"))).unwrap_err();
-        assert_eq!((error.kind(), error.to_string().as_str()), (ErrorKind::KeyValue, "down"));
+        assert_eq!(
+            (error.kind(), error.to_string().as_str()),
+            (ErrorKind::KeyValue, "down")
+        );
     }
 
     #[test]
@@ -268,7 +279,9 @@ mod tests {
         assert_eq!(refused.kind(), ErrorKind::KeyValue);
         assert_eq!(refused.status(), 500);
         assert!(refused.to_string().contains("no such bucket"));
-        let quota = kv_error(store::Error::Other("the app keeps at most 2 keys (max_keys)".into()));
+        let quota = kv_error(store::Error::Other(
+            "the app keeps at most 2 keys (max_keys)".into(),
+        ));
         assert_eq!(quota.to_string(), "the app keeps at most 2 keys (max_keys)");
         assert!(text(vec![0xff]).is_err());
         assert_eq!(text(b"ok".to_vec()).unwrap(), "ok");
@@ -280,6 +293,9 @@ mod tests {
         let value: Vec<u32> = from_json("k", b"[1,2]").unwrap();
         assert_eq!(value, [1, 2]);
         let error = from_json::<Vec<u32>>("k", b"{").unwrap_err();
-        assert!(error.to_string().starts_with("`k` holds no such JSON"), "{error}");
+        assert!(
+            error.to_string().starts_with("`k` holds no such JSON"),
+            "{error}"
+        );
     }
 }

@@ -747,7 +747,10 @@ pub(crate) fn headers_from_entries(entries: Vec<(String, Vec<u8>)>) -> Result<He
     let too_many = || {
         Error::new(
             ErrorKind::BadRequest,
-            format_args!("{} header fields are more than a HeaderMap holds", entries.len()),
+            format_args!(
+                "{} header fields are more than a HeaderMap holds",
+                entries.len()
+            ),
         )
     };
     let mut map = HeaderMap::try_with_capacity(entries.len()).map_err(|_| too_many())?;
@@ -1027,7 +1030,10 @@ pub(crate) mod tests {
             .collect();
         for entries in [repeated, distinct] {
             let err = headers_from_entries(entries).unwrap_err();
-            assert!(err.to_string().contains("more than a HeaderMap holds"), "{err}");
+            assert!(
+                err.to_string().contains("more than a HeaderMap holds"),
+                "{err}"
+            );
         }
         let fine = vec![("x-a".to_string(), b"1".to_vec()); 1_000];
         assert_eq!(headers_from_entries(fine).unwrap().len(), 1_000);

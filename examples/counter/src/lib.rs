@@ -31,7 +31,10 @@ async fn increment(req: Request) -> Result<Response, Error> {
 async fn current(req: Request) -> Result<Response, Error> {
     let name = req.param("name").unwrap_or_default();
     let value = Store::open_default()?.get_text(name)?;
-    Ok(Response::text(format!("{}\n", value.as_deref().unwrap_or("0"))))
+    Ok(Response::text(format!(
+        "{}\n",
+        value.as_deref().unwrap_or("0")
+    )))
 }
 
 async fn all(_req: Request) -> Result<Response, Error> {

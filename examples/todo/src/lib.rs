@@ -42,7 +42,10 @@ struct Problem {
 fn checked(edit: Edit) -> Result<Edit, Error> {
     let title = edit.title.trim();
     if title.is_empty() || title.chars().count() > MAX_TITLE {
-        return Err(Error::http(400, format_args!("title must be 1 to {MAX_TITLE} characters")));
+        return Err(Error::http(
+            400,
+            format_args!("title must be 1 to {MAX_TITLE} characters"),
+        ));
     }
     Ok(Edit {
         title: title.to_owned(),
@@ -52,7 +55,8 @@ fn checked(edit: Edit) -> Result<Edit, Error> {
 
 fn id(req: &Request) -> Result<u64, Error> {
     let id = req.param("id").unwrap_or_default();
-    id.parse().map_err(|_| Error::http(404, format_args!("no todo `{id}`")))
+    id.parse()
+        .map_err(|_| Error::http(404, format_args!("no todo `{id}`")))
 }
 
 fn key(id: u64) -> String {

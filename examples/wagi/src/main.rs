@@ -28,7 +28,9 @@ fn main() -> io::Result<()> {
     let mut out = io::stdout().lock();
     match path.as_str() {
         "/env" => {
-            let mut vars: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}\n")).collect();
+            let mut vars: Vec<String> = std::env::vars()
+                .map(|(k, v)| format!("{k}={v}\n"))
+                .collect();
             vars.sort();
             write!(out, "Content-Type: text/plain\n\n{}", vars.concat())
         }
@@ -68,7 +70,7 @@ fn main() -> io::Result<()> {
         "/long-head" => {
             let query = std::env::var("QUERY_STRING").unwrap_or_default();
             let padding = "p".repeat(query.parse().unwrap_or(0));
-            write!(out, "X-Padding: {padding}\n")?;
+            writeln!(out, "X-Padding: {padding}")?;
             hello(&mut out)
         }
         "/trap-before-head" => panic!("wagi: trap before the head"),
@@ -91,7 +93,7 @@ fn main() -> io::Result<()> {
             }
         }
         "/malformed" => write!(out, "<html><body>not a CGI response</body></html>\n\n"),
-        "/no-head" => write!(out, "Content-Type: text/plain\n"),
+        "/no-head" => writeln!(out, "Content-Type: text/plain"),
         "/as-written" => {
             let query = std::env::var("QUERY_STRING").unwrap_or_default();
             out.write_all(&percent_decoded(&query))
@@ -105,7 +107,10 @@ fn main() -> io::Result<()> {
 }
 
 fn hello(out: &mut impl Write) -> io::Result<()> {
-    write!(out, "Content-Type: text/plain\n\nHello from a WAGI program!\n")
+    write!(
+        out,
+        "Content-Type: text/plain\n\nHello from a WAGI program!\n"
+    )
 }
 
 /// Copies stdin to stdout as it arrives: the head first, then each piece read,
