@@ -326,6 +326,7 @@ fn help_groups_the_flags_by_purpose() {
         flags_under(&serve, "Key-value store"),
         [
             "--kv",
+            "--kv-durability",
             "--kv-bucket",
             "--kv-max-keys",
             "--kv-max-key-size",
