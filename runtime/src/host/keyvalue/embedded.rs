@@ -168,6 +168,23 @@ const UNLIMITED: Quota = Quota {
     max_bytes: u64::MAX,
 };
 
+/// Waits for a lock held in this process (the syncer's checkpoint) or by another
+/// wedge, in steps of [`BUSY_STEP`] up to about [`BUSY_TIMEOUT`]. SQLite's own
+/// timeout sleeps 1, 2, 5, 10… ms between tries, so an async thread whose write met
+/// a checkpoint of a millisecond or two slept ten or more, and every app on that
+/// thread waited with it.
+fn retry_briefly(tries: i32) -> bool {
+    let most = (BUSY_TIMEOUT.as_micros() / BUSY_STEP.as_micros()) as i32;
+    if tries >= most {
+        return false;
+    }
+    std::thread::sleep(BUSY_STEP);
+    true
+}
+
+/// How long a connection waits between two tries of a lock.
+const BUSY_STEP: Duration = Duration::from_micros(100);
+
 /// A connection to the file at `path` in WAL mode, fsyncing as `synchronous` says
 /// (`NORMAL`: at checkpoints only; `FULL`: at every commit too), checkpointing by
 /// itself or not. On SQLite's `unix-excl` VFS: the first connection locks the file
@@ -181,7 +198,7 @@ pub(super) fn connect(
     checkpoints: bool,
 ) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), "unix-excl")?;
-    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.busy_handler(Some(retry_briefly))?;
     conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))?;
     conn.pragma_update(None, "synchronous", synchronous)?;
     if !checkpoints {
@@ -439,15 +456,32 @@ fn sync_loop(conn: &Connection, dirty: &AtomicBool, stop: &mpsc::Receiver<()>) {
 /// over while writes keep coming (each checkpoint ends behind the newest frame): a
 /// guest incrementing one key without pause grew it by 1 GB in 30 s.
 pub(super) fn sync_now(conn: &Connection) {
-    for checkpoint in [
-        "PRAGMA wal_checkpoint(PASSIVE)",
-        "PRAGMA wal_checkpoint(TRUNCATE)",
-    ] {
-        if let Err(err) = conn.query_row(checkpoint, [], |_| Ok(())) {
-            tracing::warn!("syncing a key-value file: {err}");
-            return;
+    // `TRUNCATE` holds writers (on the async threads) off while it copies what is
+    // left: passive rounds first shrink that remainder to a few pages, even while
+    // large values keep coming.
+    for _ in 0..MAX_PASSIVE_ROUNDS {
+        match checkpoint(conn, "PASSIVE") {
+            Ok((log, copied)) if log - copied > SMALL_REMAINDER_FRAMES => continue,
+            Ok(_) => break,
+            Err(err) => return tracing::warn!("syncing a key-value file: {err}"),
         }
     }
+    if let Err(err) = checkpoint(conn, "TRUNCATE") {
+        tracing::warn!("syncing a key-value file: {err}");
+    }
+}
+
+/// Passive checkpoints a sync may run before its `TRUNCATE` one.
+const MAX_PASSIVE_ROUNDS: usize = 4;
+/// WAL frames (pages) left uncopied that a `TRUNCATE` checkpoint may copy while
+/// writers wait.
+const SMALL_REMAINDER_FRAMES: i64 = 64;
+
+/// A checkpoint in `mode`: the WAL's frames, and how many of them are now copied.
+fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<(i64, i64)> {
+    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
+        Ok((row.get(1)?, row.get(2)?))
+    })
 }
 
 /// The writer thread of a `disk` file: every write queued when it is free goes into
