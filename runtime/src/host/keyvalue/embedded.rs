@@ -442,8 +442,10 @@ impl Backend for Embedded {
 /// full disk) is tried again next time: the writes stay in the WAL meanwhile.
 fn sync_loop(conn: &Connection, dirty: &AtomicBool, stop: &mpsc::Receiver<()>) {
     while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(SYNC_INTERVAL) {
-        if dirty.swap(false, Ordering::Relaxed) {
-            sync_now(conn);
+        // A failed sync leaves the file dirty, so it is tried again next time even
+        // if nothing more is written.
+        if dirty.swap(false, Ordering::Relaxed) && !sync_now(conn) {
+            dirty.store(true, Ordering::Relaxed);
         }
     }
     sync_now(conn);
@@ -455,7 +457,7 @@ fn sync_loop(conn: &Connection, dirty: &AtomicBool, stop: &mpsc::Receiver<()>) {
 /// writers off only for that remainder. `PASSIVE` alone never lets the WAL start
 /// over while writes keep coming (each checkpoint ends behind the newest frame): a
 /// guest incrementing one key without pause grew it by 1 GB in 30 s.
-pub(super) fn sync_now(conn: &Connection) {
+pub(super) fn sync_now(conn: &Connection) -> bool {
     // `TRUNCATE` holds writers (on the async threads) off while it copies what is
     // left: passive rounds first shrink that remainder to a few pages, even while
     // large values keep coming.
@@ -463,12 +465,20 @@ pub(super) fn sync_now(conn: &Connection) {
         match checkpoint(conn, "PASSIVE") {
             Ok((log, copied)) if log - copied > SMALL_REMAINDER_FRAMES => continue,
             Ok(_) => break,
-            Err(err) => return tracing::warn!("syncing a key-value file: {err}"),
+            Err(err) => return sync_failed(conn, err),
         }
     }
-    if let Err(err) = checkpoint(conn, "TRUNCATE") {
-        tracing::warn!("syncing a key-value file: {err}");
+    match checkpoint(conn, "TRUNCATE") {
+        Ok(_) => true,
+        Err(err) => sync_failed(conn, err),
     }
+}
+
+/// Logs a failed sync with the file's path; `false`.
+fn sync_failed(conn: &Connection, err: rusqlite::Error) -> bool {
+    let path = conn.path().unwrap_or("a key-value file");
+    tracing::warn!("syncing {path}: {err}");
+    false
 }
 
 /// Passive checkpoints a sync may run before its `TRUNCATE` one.

@@ -423,7 +423,7 @@ fn a_sync_empties_the_write_ahead_log() {
     let wal = std::path::PathBuf::from(format!("{}-wal", path.display()));
     let wal_len = || std::fs::metadata(&wal).unwrap().len();
     assert!(wal_len() > 0);
-    embedded::sync_now(&conn);
+    assert!(embedded::sync_now(&conn));
     assert_eq!(wal_len(), 0);
     let rows: i64 = conn
         .query_row("SELECT count(*) FROM t", [], |row| row.get(0))
