@@ -174,8 +174,7 @@ const UNLIMITED: Quota = Quota {
 /// a checkpoint of a millisecond or two slept ten or more, and every app on that
 /// thread waited with it.
 fn retry_briefly(tries: i32) -> bool {
-    let most = (BUSY_TIMEOUT.as_micros() / BUSY_STEP.as_micros()) as i32;
-    if tries >= most {
+    if tries >= BUSY_TRIES {
         return false;
     }
     std::thread::sleep(BUSY_STEP);
@@ -184,6 +183,7 @@ fn retry_briefly(tries: i32) -> bool {
 
 /// How long a connection waits between two tries of a lock.
 const BUSY_STEP: Duration = Duration::from_micros(100);
+const BUSY_TRIES: i32 = (BUSY_TIMEOUT.as_micros() / BUSY_STEP.as_micros()) as i32;
 
 /// A connection to the file at `path` in WAL mode, fsyncing as `synchronous` says
 /// (`NORMAL`: at checkpoints only; `FULL`: at every commit too), checkpointing by
@@ -451,16 +451,14 @@ fn sync_loop(conn: &Connection, dirty: &AtomicBool, stop: &mpsc::Receiver<()>) {
     sync_now(conn);
 }
 
-/// One sync of an `os` file: a `PASSIVE` checkpoint (the WAL fsynced, copied into
-/// the file, the file fsynced) copies what the WAL holds without stopping writers,
-/// then a `TRUNCATE` one copies what came meanwhile and empties the WAL, holding
-/// writers off only for that remainder. `PASSIVE` alone never lets the WAL start
-/// over while writes keep coming (each checkpoint ends behind the newest frame): a
-/// guest incrementing one key without pause grew it by 1 GB in 30 s.
+/// One sync of an `os` file, `true` if it succeeded: `PASSIVE` checkpoints (the WAL
+/// fsynced, copied into the file, the file fsynced) copy what the WAL holds without
+/// stopping writers, until a few pages are left; then a `TRUNCATE` one copies those
+/// and empties the WAL, holding writers (on the async threads) off only for that
+/// remainder. `PASSIVE` alone never lets the WAL start over while writes keep coming
+/// (each checkpoint ends behind the newest frame): a guest incrementing one key
+/// without pause grew it by 1 GB in 30 s.
 pub(super) fn sync_now(conn: &Connection) -> bool {
-    // `TRUNCATE` holds writers (on the async threads) off while it copies what is
-    // left: passive rounds first shrink that remainder to a few pages, even while
-    // large values keep coming.
     for _ in 0..MAX_PASSIVE_ROUNDS {
         match checkpoint(conn, "PASSIVE") {
             Ok((log, copied)) if log - copied > SMALL_REMAINDER_FRAMES => continue,
