@@ -222,7 +222,9 @@ fn a_changed_config_is_reloaded_and_an_invalid_one_refused() {
 #[test]
 fn an_app_may_be_given_more_memory_than_the_default_pool_holds() {
     // The pool is sized to the largest memory a configured app is given, so the app
-    // runs into its own limit (256 MiB), not the pool's default (128 MiB).
+    // runs into its own limit (256 MiB), not the pool's default (128 MiB). Touching
+    // 256 MiB page by page on a loaded machine can take longer than the default CPU
+    // budget (1 s), which would end the request with another fault: it gets 30 s.
     let path = config(
         r#"
 [[app]]
@@ -231,6 +233,7 @@ component = "{faults}"
 routes = ["/"]
 [app.limits]
 memory = "256MiB"
+cpu_time = "30s"
 "#,
     );
     let server = serve(&path);
