@@ -174,7 +174,7 @@ pub struct HostArgs {
     /// compile at a time, at low priority) and switches new requests to that code,
     /// which goes into the cache; `optimized` compiles it with Cranelift before
     /// serving it. With --config, this flag wins over the file's `compile`
-    /// [default: optimized].
+    /// [default: optimized; `wedge dev`: tiered on x86_64].
     #[arg(long, help_heading = PROCESS, value_name = "MODE")]
     pub compile: Option<crate::host::Compile>,
 

@@ -129,6 +129,14 @@ pub fn build_engine(pool: &PoolConfig, compile: Compile) -> Result<Engine> {
     Ok(engine)
 }
 
+/// `wedge dev`'s compile mode when none is given: `tiered` where Winch runs (every
+/// rebuild is a component the cache has never seen, so the edit-to-answer loop waits
+/// for its compile: Winch is ~5-6x faster than Cranelift on a JS component), else
+/// `optimized`, without the warning an explicit `tiered` gets there.
+pub fn development_compile_mode() -> Compile {
+    compile_mode_on(Compile::Tiered, std::env::consts::ARCH).unwrap_or_else(|fallback| fallback)
+}
+
 /// The compile mode `requested` runs with on a host of architecture `arch`
 /// (`std::env::consts::ARCH`), or, where it cannot, the one to run instead: Winch,
 /// tiered compilation's baseline compiler, is a Tier 1 wasmtime target on x86_64

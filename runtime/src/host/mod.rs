@@ -36,7 +36,7 @@ pub use cache::ArtifactCache;
 pub use call::{BASE_PATH, ClientAddr};
 pub use compile::Compile;
 pub use dev_overlay::DevOverlay;
-pub use engine::{PoolConfig, build_engine};
+pub use engine::{PoolConfig, build_engine, development_compile_mode};
 pub use executor::Executor;
 pub use fault::Fault;
 pub use limits::Limits;

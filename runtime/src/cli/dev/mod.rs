@@ -19,7 +19,7 @@ use clap::Args;
 use super::addr::parse_host;
 use super::host_args::{HostArgs, LISTENERS};
 use super::server::{self, Addresses, Started};
-use crate::host::DevOverlay;
+use crate::host::{self, DevOverlay};
 use crate::serve::AccessLog;
 use crate::tenancy::{Site, Tenant};
 use project::{BuildFlags, Project};
@@ -108,7 +108,9 @@ pub fn run(args: DevArgs) -> Result<()> {
         addresses,
         AccessLog::for_stderr(),
         args.host.limits().memory,
-        args.host.compile.unwrap_or_default(),
+        args.host
+            .compile
+            .unwrap_or_else(host::development_compile_mode),
         |host| async move {
             let slot_name = project.name().to_string();
             // Watching starts before the first build so no save is missed.
