@@ -12,7 +12,8 @@
 //! - `QUICK=1`: a smoke run (2 rounds of 1 s, lifecycle on 500 requests) written to
 //!   `target/bench-suite/` instead of the repository root, unless `OUT` says where;
 //! - `ONLY=TEXT[,TEXT…]`: only the rows whose key contains one of them (keys are in
-//!   `rows()`: e.g. `native.`, `stream.`, `wasm.`);
+//!   `rows()`: e.g. `native.`, `stream.`, `wasm.`; `cold` is the cold start of the
+//!   componentize-js hello, `suite/coldstart.rs`, which needs Node.js and npm);
 //! - `WEDGE_BENCH_CACHE` (`~/.cache/wedge-bench`): where `oha` is installed with
 //!   `cargo install` when it is not on `PATH`.
 //!
@@ -24,6 +25,7 @@
 //! `wasm32-wasip1` targets.
 //! The native servers are this binary re-run as `suite serve ENGINE` (`suite/native.rs`).
 
+mod coldstart;
 mod load;
 mod native;
 mod report;
@@ -627,6 +629,8 @@ pub struct RunInfo {
     pub load_before: String,
     pub load_after: String,
     pub lifecycle: Option<String>,
+    /// `None`: left out by `ONLY`; `Err`: why it was not measured.
+    pub cold_start: Option<Result<coldstart::ColdStart, String>>,
     pub skipped: Vec<String>,
     pub tools: Vec<String>,
     pub minutes: f64,
@@ -664,7 +668,8 @@ fn run() -> Result<()> {
             keep
         })
         .collect();
-    if rows.is_empty() {
+    let wants_cold_start = coldstart::selected(&settings);
+    if rows.is_empty() && !wants_cold_start {
         bail!("ONLY={:?} matches no row", settings.only);
     }
     let needs_wasmtime = servers().iter().any(|s| {
@@ -711,6 +716,9 @@ fn run() -> Result<()> {
     let _ = std::fs::remove_dir_all(&scratch_dir);
     let _ = std::fs::remove_dir_all(&data_dir);
     let measured = result?;
+    // After the rows, alone on the machine: it compiles with Cranelift on CPU 1.
+    let cold_start = wants_cold_start
+        .then(|| coldstart::measure(&settings, &paths.wedge).map_err(|err| format!("{err:#}")));
 
     let info = RunInfo {
         started,
@@ -719,6 +727,7 @@ fn run() -> Result<()> {
         load_before,
         load_after: load_average(),
         lifecycle,
+        cold_start,
         skipped,
         tools: vec![
             version_line("h2load", &["--version"]),

@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use crate::coldstart::{self, ColdStart};
 use crate::load::{ECHO_LEN, Proto};
 use crate::{Measured, RunInfo, Section, Settings};
 
@@ -401,6 +402,53 @@ fn targets_table(measured: &[Measured]) -> String {
     out
 }
 
+/// The targets table's rows for issue 20's cold start goals (none when `ONLY` left
+/// the cold start out).
+fn cold_start_targets(cold_start: &Option<Result<ColdStart, String>>) -> String {
+    let Some(cold_start) = cold_start else {
+        return String::new();
+    };
+    let goals = [
+        (
+            "issue 20: cold start, componentize-js hello, empty cache (`--compile tiered`): ms to the first 200",
+            "tiered-nocache",
+            coldstart::GOAL_UNCACHED_MS,
+        ),
+        (
+            "issue 20: cold start, componentize-js hello, precompiled cache warm: ms to the first 200",
+            "optimized-cached",
+            coldstart::GOAL_CACHED_MS,
+        ),
+    ];
+    let mut out = String::new();
+    for (what, mode, max) in goals {
+        let (measured, result) = match cold_start.as_ref().ok().and_then(|c| c.first_200(mode)) {
+            None => ("not measured".to_string(), "—".to_string()),
+            Some((median, cell)) if median <= max => (cell, "**met**".to_string()),
+            Some((median, cell)) => (cell, format!("missed: {:.2}× the goal", median / max)),
+        };
+        let _ = writeln!(out, "| {what} | {measured} | ≤ {max} ms | {result} |");
+    }
+    out
+}
+
+fn cold_start_section(cold_start: &Result<ColdStart, String>) -> String {
+    match cold_start {
+        Err(why) => format!("Not measured: {why}"),
+        Ok(c) => format!(
+            "tests/fixtures/js-hello built with componentize-js from npm ({:.1} MiB), served \
+             by `wedge serve --no-tls --workers 1` pinned to CPU 1 with an empty data dir \
+             each round (`nocache`) or one whose precompiled cache is warm (`cached`); the \
+             time from the process's start to its first 200 (curl polling every 2 ms), and \
+             the server's `VmHWM` then. A `tiered-nocache` round also waits for the log line \
+             saying the app runs Cranelift's code, compiled in the background.\n\n`{}`:\n\n{}",
+            c.component_mib,
+            c.command,
+            c.output.trim_end()
+        ),
+    }
+}
+
 /// One results table: every measured row of `section`.
 fn results_table(measured: &[Measured], section: Section) -> String {
     let mut out = String::from(
@@ -546,7 +594,12 @@ pub fn markdown(
     );
 
     let _ = writeln!(w, "## Targets (issues 7 and 20)\n");
-    let _ = writeln!(w, "{}", targets_table(measured));
+    let _ = writeln!(
+        w,
+        "{}{}",
+        targets_table(measured),
+        cold_start_targets(&info.cold_start)
+    );
     let _ = writeln!(w, "{}", noise(measured));
     for skipped in &info.skipped {
         let _ = writeln!(w, "- Skipped {skipped}.");
@@ -579,6 +632,11 @@ pub fn markdown(
                 "Not yet measured (no `lifecycle` bench in `runtime/Cargo.toml`)."
             );
         }
+    }
+
+    if let Some(cold_start) = &info.cold_start {
+        let _ = writeln!(w, "\n## Cold start of the componentize-js hello\n");
+        let _ = writeln!(w, "{}", cold_start_section(cold_start));
     }
 
     let _ = writeln!(w, "\n## Commands\n");
