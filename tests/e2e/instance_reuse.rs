@@ -43,6 +43,37 @@ fn p2_instances_serve_instance_reuse_requests_then_a_fresh_one() {
 }
 
 #[test]
+fn a_reused_p2_instance_comes_from_the_pool_of_the_engine_without_concurrency() {
+    // Each engine has a pool of --max-instances, here one instance each: the kept
+    // p2 instance takes the one of the engine fresh p2 instances come from, not the
+    // one p3 instances need (wasmtime-wasi-http's `ProxyHandler` would have put it
+    // on the engine with component-model concurrency).
+    let reused = "instance_reuse = 10\ninstance_idle = \"60s\"";
+    let wedge = Metered::start_with(
+        &[
+            app("reused", "hello", "/reused", reused),
+            app("fresh", "hello", "/fresh", ""),
+            app("probe", "p3_probe", "/probe", ""),
+        ],
+        &["--max-instances", "1"],
+    );
+    assert_eq!(get(&wedge, "/reused").0, "200");
+    assert_eq!(wedge.running("reused"), 1.0, "the instance is kept");
+    assert_eq!(
+        get(&wedge, "/probe/count"),
+        ("200".into(), "served 1\n".into()),
+        "the p3 app found its pool taken"
+    );
+    assert_eq!(
+        get(&wedge, "/fresh").0,
+        "503",
+        "a fresh p2 instance found room beside the kept one"
+    );
+    assert_eq!(get(&wedge, "/reused").0, "200");
+    assert_eq!(wedge.created("reused"), 1.0);
+}
+
+#[test]
 fn an_idle_instance_goes_after_instance_idle() {
     let wedge = Metered::start(&[
         app(

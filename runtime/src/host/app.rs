@@ -17,6 +17,7 @@ use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::admission::{Admission, Refused};
 use super::cache::ArtifactCache;
+use super::call::{Idle, Kept};
 use super::componentize::{self, Adapter, Binary};
 use super::executor::Executor;
 use super::fault::Fault;
@@ -63,12 +64,18 @@ pub struct App {
     pub(crate) baseline: Option<Baseline>,
 }
 
-/// An app version's reused instances: one `ProxyHandler`, made on the first request.
-/// Its workers hold their app version (not the other way round: the handler knows
-/// the app only weakly), so an unloaded version's instances finish what they have
-/// and go once idle.
+/// An app version's reused instances.
 #[derive(Default)]
-pub(crate) struct Workers(pub(crate) OnceLock<ProxyHandler<AppInstances>>);
+pub(crate) struct Workers {
+    /// WASI 0.3: one `ProxyHandler`, made on the first request. Its workers hold
+    /// their app version (not the other way round: the handler knows the app only
+    /// weakly), so an unloaded version's instances finish what they have and go
+    /// once idle.
+    pub(crate) p3: OnceLock<ProxyHandler<AppInstances>>,
+    /// WASI 0.2: the instances waiting for a request, dropped with the version
+    /// (the ones still serving go once their request is done).
+    pub(crate) p2_idle: Arc<Idle<Kept>>,
+}
 
 /// Makes an app's reused instances (`call/reused/policy.rs` says how).
 pub(crate) struct AppInstances {
@@ -167,7 +174,7 @@ impl App {
             (Binary::Module, Executor::Wagi) => Some(Adapter::Command),
         };
         let load = Load::new(cache, wasm, adapter, executor);
-        let prepared = load.prepare(engine, &limits)?;
+        let prepared = load.prepare(engine)?;
         let elapsed = started.elapsed().as_millis();
         let made = adapter.map_or(String::new(), |adapter| {
             format!(
@@ -297,7 +304,7 @@ impl App {
     /// Whether requests go to reused instances rather than a fresh one each: p3
     /// components always, p2 ones that asked for more than one request per instance.
     pub(crate) fn reuses_instances(&self) -> bool {
-        self.pre.is_p3() || reuses_p2_instances(&self.limits)
+        self.pre.is_p3() || self.limits.reuse.requests.is_some_and(|n| n > 1)
     }
 
     /// 503 for a request no instance slot was found for; `Retry-After` tells
@@ -361,11 +368,6 @@ impl App {
             format!("{} {reason}: the handler failed\n", status.as_u16()),
         )
     }
-}
-
-/// Whether a p2 app asked for more than one request per instance.
-fn reuses_p2_instances(limits: &Limits) -> bool {
-    limits.reuse.requests.is_some_and(|n| n > 1)
 }
 
 /// The component a core module becomes with `adapter`, or, for a wasi:http module
@@ -436,8 +438,8 @@ impl<'a> Load<'a> {
     /// compile moves on to the next engine or compiler: a component that compiled but
     /// does not link (or lacks the export its executor calls) would fail on every one,
     /// so its error is reported at once.
-    fn prepare(&self, engine: &Engine, limits: &Limits) -> Result<Prepared> {
-        let candidates = self.engines(engine, limits);
+    fn prepare(&self, engine: &Engine) -> Result<Prepared> {
+        let candidates = self.engines(engine);
         let source = self.source();
         for &(engine, p3) in &candidates {
             let Some(component) = self.cache.load(engine, &source) else {
@@ -514,21 +516,19 @@ impl<'a> Load<'a> {
 
     /// The engines (with whether each has component-model concurrency) the component
     /// may be served by, the one it should run on first: a WASI 0.2 wasi:http
-    /// component served one fresh instance per request runs on the engine without
-    /// component-model concurrency (`engine::without_concurrency`), linked with WASI
-    /// 0.2 only; WASI 0.3 components and components importing what only the other
-    /// engine links (`needs_concurrency`, told from the component before it is
-    /// compiled), apps that reuse instances and WAGI programs run on `engine`, the
-    /// second candidate for the others (for a component only it compiles).
-    fn engines<'e>(&self, engine: &'e Engine, limits: &Limits) -> Vec<(&'e Engine, bool)> {
+    /// component (fresh or reused instances: wedge calls its handler plainly either
+    /// way) runs on the engine without component-model concurrency
+    /// (`engine::without_concurrency`), linked with WASI 0.2 only; WASI 0.3
+    /// components and components importing what only the other engine links
+    /// (`needs_concurrency`, told from the component before it is compiled) and WAGI
+    /// programs run on `engine`, the second candidate for the others (for a
+    /// component only it compiles).
+    fn engines<'e>(&self, engine: &'e Engine) -> Vec<(&'e Engine, bool)> {
         // A module made a component by the preview 1 adapter imports WASI 0.2.
         let needs_concurrency =
             || self.adapter.is_none() && super::needs_concurrency::needs_concurrency(self.wasm);
-        let without = super::engine::without_concurrency(engine).filter(|_| {
-            self.executor == Executor::WasiHttp
-                && !reuses_p2_instances(limits)
-                && !needs_concurrency()
-        });
+        let without = super::engine::without_concurrency(engine)
+            .filter(|_| self.executor == Executor::WasiHttp && !needs_concurrency());
         without
             .map(|without| (without, false))
             .into_iter()

@@ -2,9 +2,10 @@
 //! images and epoch interruption driven by one ticker thread.
 //!
 //! Two engines, alike but for wasmtime's component-model concurrency: WASI 0.3
-//! components and reused instances (which wasmtime-wasi-http's `ProxyHandler` runs
-//! inside `Store::run_concurrent`) need it; a WASI 0.2 component called once per
-//! fresh instance does not, and with it on wasmtime 48 pays for it at every host call
+//! components (whose reused instances wasmtime-wasi-http's `ProxyHandler` runs
+//! inside `Store::run_concurrent`) need it; a WASI 0.2 component, whose handler
+//! wedge calls plainly on fresh and reused instances alike, does not, and with it
+//! on wasmtime 48 pays for it at every host call
 //! (`call_sync_lower`: `host_task_create` pushes a `HostTask` into the store's
 //! concurrent state and makes it the current thread, `host_task_delete` undoes both;
 //! borrows are scoped by task through `current_scope_id`).
@@ -73,7 +74,7 @@ pub fn pool_max_memory() -> Option<u64> {
 /// `engine` is the one [`build_engine`] made.
 static WITHOUT_CONCURRENCY: OnceLock<(Engine, Engine)> = OnceLock::new();
 
-/// The engine for WASI 0.2 components served one fresh instance per request: like
+/// The engine for WASI 0.2 wasi:http components: like
 /// `engine` but without component-model concurrency (see the module's doc). `None`
 /// when `engine` has no such sibling (not made by [`build_engine`]).
 pub(crate) fn without_concurrency(engine: &Engine) -> Option<&'static Engine> {

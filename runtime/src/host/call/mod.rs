@@ -7,6 +7,8 @@ pub(crate) mod fresh;
 mod reused;
 mod wagi;
 
+pub(crate) use reused::{Idle, Kept};
+
 use std::sync::Arc;
 
 use http::uri::Scheme;
@@ -87,7 +89,7 @@ async fn run(
         return wagi::serve(app, program, request, scheme, slot, body_exceeded).await;
     }
     match reuses {
-        true => reused::serve(app, request, slot, body_exceeded, connection).await,
+        true => reused::serve(app, request, scheme, slot, body_exceeded, connection).await,
         false => fresh::serve(app, request, scheme, slot, body_exceeded).await,
     }
 }

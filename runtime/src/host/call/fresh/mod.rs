@@ -134,14 +134,7 @@ pub(crate) fn prepare(
 ) -> wasmtime::Result<GuestCall> {
     let mut store = app.new_store(None);
     let (response_tx, response_rx) = oneshot::channel();
-    // What the guest is told its request came with: its connection's scheme.
-    let scheme = match scheme == Scheme::HTTPS {
-        true => GuestScheme::Https,
-        false => GuestScheme::Http,
-    };
-    let mut http = store.data_mut().http();
-    let req = http.new_incoming_request(scheme, request)?;
-    let outparam = http.new_response_outparam(response_tx)?;
+    let (req, outparam) = put_request(&mut store, request, scheme, response_tx)?;
     Ok(GuestCall {
         store,
         req,
@@ -150,16 +143,49 @@ pub(crate) fn prepare(
     })
 }
 
+/// Where a guest's response (or its error code) is sent.
+pub(crate) type ResponseTx = oneshot::Sender<Result<Response<HyperOutgoingBody>, ErrorCode>>;
+
+/// Puts the request, and the outparam its response comes through to `response_tx`,
+/// in `store` (a fresh one, or a reused instance's).
+pub(crate) fn put_request(
+    store: &mut Store<GuestState>,
+    request: Request<impl IncomingBody>,
+    scheme: Scheme,
+    response_tx: ResponseTx,
+) -> wasmtime::Result<(
+    Resource<HostIncomingRequest>,
+    Resource<HostResponseOutparam>,
+)> {
+    // What the guest is told its request came with: its connection's scheme.
+    let scheme = match scheme == Scheme::HTTPS {
+        true => GuestScheme::Https,
+        false => GuestScheme::Http,
+    };
+    let mut http = store.data_mut().http();
+    let req = http.new_incoming_request(scheme, request)?;
+    let outparam = http.new_response_outparam(response_tx)?;
+    Ok((req, outparam))
+}
+
 /// The fault of a call that ended without a response. Faults of the call
 /// itself were logged by the call; the ones only visible here are logged now.
 pub(in crate::host::call) fn unanswered(app: &App, outcome: OutcomeReceived) -> Fault {
-    let fault = match outcome {
-        Ok(Err(fault)) => return fault,
+    let of_the_call = matches!(outcome, Ok(Err(_)));
+    let fault = unanswered_fault(outcome);
+    if !of_the_call {
+        app.report(&fault);
+    }
+    fault
+}
+
+/// The fault of a call that ended without a response, as its outcome says.
+pub(in crate::host::call) fn unanswered_fault(outcome: OutcomeReceived) -> Fault {
+    match outcome {
+        Ok(Err(fault)) => fault,
         Ok(Ok(())) => Fault::NoResponse,
         Err(_) => Fault::Internal("the guest call ended without reporting".into()),
-    };
-    app.report(&fault);
-    fault
+    }
 }
 
 /// Instantiates the app and runs its handler, bounded by the wall-clock
@@ -213,6 +239,6 @@ pub(crate) async fn call_handler(
     }
 }
 
-fn describe_error_code(code: &ErrorCode) -> String {
+pub(in crate::host::call) fn describe_error_code(code: &ErrorCode) -> String {
     format!("{code:?}")
 }

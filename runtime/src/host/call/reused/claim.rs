@@ -64,7 +64,8 @@ impl Drop for Claim {
 }
 
 /// A fault as an error, so that a failed instantiation keeps its cause through
-/// `ProxyHandler` (which hands it back inside an `InstantiationError`).
+/// `ProxyHandler` (which hands it back inside an `InstantiationError`), and `p2`'s
+/// faults come back as `ProxyHandler`'s errors do.
 #[derive(Debug)]
 pub(super) struct Failed(pub(super) Fault);
 
@@ -94,6 +95,32 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// An instance's side, before it took any request.
+    pub(super) fn new() -> Arc<Shared> {
+        Arc::new(Shared {
+            claims: AtomicUsize::new(0),
+            expired: Mutex::new(Vec::new()),
+            claim_released: AtomicWaker::new(),
+            overdue: AtomicBool::new(false),
+            fate: OnceLock::new(),
+            ended: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The instance takes the request `claim` is for: its claim counts as this
+    /// instance's until released, and its response body learns the instance's fate.
+    pub(super) fn take(self: &Arc<Self>, claim: &Claim) {
+        self.claims.fetch_add(1, Ordering::AcqRel);
+        let _ = claim.instance.set(self.clone());
+    }
+
+    /// Records that the instance is gone, `Some(fault)` if it failed: before its
+    /// store is dropped, for a body wasmtime ends when the store goes must find
+    /// the failure already recorded.
+    pub(super) fn gone(&self, fault: Option<Fault>) {
+        let _ = self.fate.set(fault);
+    }
+
     /// Why the instance failed, once it has.
     pub(super) fn failure(&self) -> Option<Fault> {
         self.fate.get().cloned().flatten()

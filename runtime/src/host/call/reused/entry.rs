@@ -1,19 +1,21 @@
-//! A request's way onto a reused instance: handed to the app's `ProxyHandler` with its
-//! deadline and its claim on the app's admission slot, and its failure told apart
-//! (the request's own, or its instance's) once it failed.
+//! A request's way onto a reused instance: handed with its deadline and its claim on
+//! the app's admission slot to the app's `ProxyHandler` (WASI 0.3) or to wedge's own
+//! driver (`p2`, WASI 0.2), and its failure told apart (the request's own, or its
+//! instance's) once it failed.
 
 use std::sync::{Arc, OnceLock};
 
+use http::uri::Scheme;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, timeout_at};
 use wasmtime_wasi_http::handler::{ExpirationError, InstantiationError, ProxyHandler};
-use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode as P2ErrorCode;
-use wasmtime_wasi_http::p3::bindings::http::types::ErrorCode as P3ErrorCode;
+use wasmtime_wasi_http::p3::bindings::http::types::ErrorCode;
 
 use super::body::ReusedBody;
 use super::claim::{Caller, Claim, Failed, Ticket};
+use super::p2;
 use crate::host::admission::{Abandoned, Slot};
 use crate::host::app::{App, AppInstances};
 use crate::host::fault::Fault;
@@ -23,7 +25,7 @@ use crate::host::response_body::ResponseBody;
 
 /// The app version's `ProxyHandler`, made on its first request.
 fn handler(app: &Arc<App>) -> &ProxyHandler<AppInstances> {
-    app.workers.0.get_or_init(|| {
+    app.workers.p3.get_or_init(|| {
         ProxyHandler::new(AppInstances {
             app: Arc::downgrade(app),
         })
@@ -37,15 +39,13 @@ fn handler(app: &Arc<App>) -> &ProxyHandler<AppInstances> {
 pub(in crate::host::call) async fn serve<B: IncomingBody>(
     app: &Arc<App>,
     request: Request<LimitedBody<B>>,
+    scheme: Scheme,
     slot: Slot,
     over_limit: OverLimit<B>,
     connection: &Abandoned,
 ) -> Response<ResponseBody> {
-    // The engines made its URI absolute: a p3 guest reads scheme and authority
-    // from the URI alone.
-    let request = request.map(|body| body.boxed_unsync());
-    // wasmtime refuses a p2 request without an authority inside the worker, which
-    // would fail the instance and every request on it: refuse it here instead.
+    // wasmtime refuses a p2 request without an authority once it is on its
+    // instance, which would fail the instance: refuse it here instead.
     if !app.pre.is_p3() && request.uri().authority().is_none() {
         return plain(
             StatusCode::BAD_REQUEST,
@@ -59,20 +59,29 @@ pub(in crate::host::call) async fn serve<B: IncomingBody>(
         abandoned: OnceLock::new(),
     });
     let (verdict_tx, verdict) = oneshot::channel();
-    let ticket = Ticket {
-        deadline,
-        claim: claim.clone(),
-        verdict: verdict_tx,
-    };
     // Dropped before the response is done (the client left): the request counts
     // against its connection for as long as its guest still holds the claim.
     let mut caller = Caller {
-        claim,
+        claim: claim.clone(),
         connection: connection.clone(),
         done: false,
     };
-    let handled = timeout_at(deadline, handler(app).handle(ticket, request));
-    let fault = match handled.await {
+    let handled = async move {
+        if !app.pre.is_p3() {
+            let handled = p2::handle(app, request, scheme, deadline, claim).await;
+            return handled.map_err(|fault| Failed(fault).into());
+        }
+        let ticket = Ticket {
+            deadline,
+            claim,
+            verdict: verdict_tx,
+        };
+        // The engines made its URI absolute: a p3 guest reads scheme and
+        // authority from the URI alone.
+        let request = request.map(|body| body.boxed_unsync());
+        handler(app).handle(ticket, request).await
+    };
+    let fault = match timeout_at(deadline, handled).await {
         Ok(Ok(_)) if over_limit.get() => return too_large(app.limits.max_body),
         Ok(Ok(response)) => {
             return response.map(|body| {
@@ -93,13 +102,17 @@ pub(in crate::host::call) async fn serve<B: IncomingBody>(
     app.fault_response(&fault, over_limit.get())
 }
 
-/// The fault behind a request `ProxyHandler` failed.
+/// The fault behind a request that failed: `p2` says which itself; for
+/// `ProxyHandler` it is told from what it returned.
 async fn classify(
     app: &App,
     err: wasmtime::Error,
     verdict: oneshot::Receiver<Option<Fault>>,
     deadline: Instant,
 ) -> Fault {
+    if let Some(Failed(fault)) = err.downcast_ref::<Failed>() {
+        return fault.clone();
+    }
     if err.is::<ExpirationError>() {
         return Fault::WallTime {
             limit: app.limits.wall_time,
@@ -113,18 +126,14 @@ async fn classify(
         };
     }
     // The guest answered with an error code instead of a response.
-    if let Some(code) = err.downcast_ref::<P3ErrorCode>() {
+    if let Some(code) = err.downcast_ref::<ErrorCode>() {
         return Fault::GuestError(format!("{code:?}"));
     }
-    if let Some(code) = err.downcast_ref::<P2ErrorCode>() {
-        return Fault::GuestError(format!("{code:?}"));
-    }
-    // Otherwise the error may be the request's own (a p2 handler that returned
-    // without a response) or its instance's failure, which wasmtime reports to
-    // each request the same way: the worker says which once it has moved on.
+    // Otherwise the error may be the request's own or its instance's failure,
+    // which wasmtime reports to each request the same way: the worker says which
+    // once it has moved on.
     match timeout_at(deadline, verdict).await {
         Ok(Ok(Some(fault))) => fault,
-        Ok(Ok(None)) if !app.pre.is_p3() => Fault::NoResponse,
         Ok(Ok(None)) => Fault::GuestError(one_line(&err)),
         // Never taken by a worker, or the worker gone without a word.
         Ok(Err(_)) | Err(_) => Fault::Trap(one_line(&err)),

@@ -1,15 +1,14 @@
-//! How wedge's reused instances live: how many requests an instance takes at once
-//! and in all, the CPU meter per request, when an idle or overdue instance goes, and
-//! what a request is told of its instance's fate. wasmtime-wasi-http's
+//! How wedge's reused WASI 0.3 instances live: how many requests an instance takes
+//! at once and in all, the CPU meter per request, when an idle or overdue instance
+//! goes, and what a request is told of its instance's fate. wasmtime-wasi-http's
 //! `ProxyHandler` asks this through its `HandlerState`, `WorkerState` and
 //! `WorkerExpiration` hooks.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, ready};
 
-use futures_util::task::AtomicWaker;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 use wasmtime::component::GuestTaskId;
@@ -92,25 +91,11 @@ impl HandlerState for AppInstances {
             Ok(Ok(proxy)) => proxy,
         };
         store.data_mut().cpu.share_among_requests();
-        let shared = Arc::new(Shared {
-            claims: AtomicUsize::new(0),
-            expired: Mutex::new(Vec::new()),
-            claim_released: AtomicWaker::new(),
-            overdue: AtomicBool::new(false),
-            fate: OnceLock::new(),
-            ended: Mutex::new(Vec::new()),
-        });
+        let shared = Shared::new();
         let reuse = &app.limits.reuse;
-        let concurrency = if app.pre.is_p3() {
-            reuse.concurrency
-        } else {
-            1
-        };
-        let requests = reuse.requests.unwrap_or(if app.pre.is_p3() {
-            crate::host::limits::DEFAULT_P3_INSTANCE_REUSE
-        } else {
-            1
-        });
+        let requests = reuse
+            .requests
+            .unwrap_or(crate::host::limits::DEFAULT_P3_INSTANCE_REUSE);
         Ok(Instance {
             store,
             proxy,
@@ -122,7 +107,7 @@ impl HandlerState for AppInstances {
                 shared: shared.clone(),
             },
             state: InstanceState {
-                concurrency: concurrency as usize,
+                concurrency: reuse.concurrency as usize,
                 requests: requests as usize,
                 app,
                 shared,
@@ -165,12 +150,10 @@ impl WorkerState for InstanceState {
         _task: GuestTaskId,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + Sync>> {
         let claim: Weak<dyn Send + Sync> = Arc::downgrade(&ticket.claim) as Weak<Claim>;
-        // A WASI 0.2 call leaves nothing running once it returned; a WASI 0.3 task
-        // may (its body, work after the response), even one at a time.
-        let one_at_a_time = !self.app.pre.is_p3();
-        store.data_mut().admit_request(claim, one_at_a_time);
-        self.shared.claims.fetch_add(1, Ordering::AcqRel);
-        let _ = ticket.claim.instance.set(self.shared.clone());
+        // A WASI 0.3 task may leave work running (its body, work after the
+        // response), even one at a time.
+        store.data_mut().admit_request(claim, false);
+        self.shared.take(&ticket.claim);
         let in_flight = InFlight {
             shared: self.shared.clone(),
             verdict: Some(ticket.verdict),
@@ -206,9 +189,7 @@ impl WorkerState for InstanceState {
                 Some(fault)
             }
         };
-        // Told before the store goes: a body wasmtime ends when the store is dropped
-        // must find the instance's failure already recorded.
-        let _ = self.shared.fate.set(fault.clone());
+        self.shared.gone(fault.clone());
         self.shared.settle(fault.as_ref());
         drop(store);
         // Only now, with the instance's memory back in the pool, may the requests
