@@ -7,11 +7,16 @@
 //! client left) runs on in a task of its own. A call that answers without parking
 //! (most handlers) thus costs no task and no hop between tasks, and its instance is
 //! free again before the next request on the connection is looked at.
+//!
+//! Either way a panic in the call ends the call alone: a spawned one's task
+//! catches it, and an inline one is caught here, since the request's task may
+//! drive other requests too (an HTTP/2 connection's, other apps' among them).
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
-use tokio::task::{JoinError, JoinHandle};
+use tokio::task::JoinHandle;
 
 /// The call's future: boxed, so that what is left of it can move to a task.
 type Call<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -34,21 +39,41 @@ impl<T: Send + 'static> DrivenCall<T> {
     }
 }
 
+/// A call that panicked (or whose task was cancelled): what it said.
+#[derive(Debug)]
+pub(super) struct CallFailed(pub String);
+
 impl<T: Send + 'static> Future for DrivenCall<T> {
-    /// `Err`: the call's task panicked or was cancelled.
-    type Output = Result<T, JoinError>;
+    type Output = Result<T, CallFailed>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             DrivenCall::Inline(slot) => {
                 let call = slot.as_mut().expect("an inline call polled after it ended");
-                let ended = ready!(call.as_mut().poll(cx));
+                let polled = catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(cx)));
+                let ended = match polled {
+                    Ok(Poll::Pending) => return Poll::Pending,
+                    Ok(Poll::Ready(ended)) => Ok(ended),
+                    Err(panic) => Err(CallFailed(panic_message(&*panic))),
+                };
                 *slot = None;
-                Poll::Ready(Ok(ended))
+                Poll::Ready(ended)
             }
-            DrivenCall::Spawned(task) => Pin::new(task).poll(cx),
+            DrivenCall::Spawned(task) => Pin::new(task)
+                .poll(cx)
+                .map(|joined| joined.map_err(|err| CallFailed(err.to_string()))),
         }
     }
+}
+
+/// A panic's message, as the standard hook would print it.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)");
+    format!("panicked: {text}")
 }
 
 impl<T: Send + 'static> Drop for DrivenCall<T> {
@@ -85,6 +110,24 @@ mod tests {
         assert_eq!(tasks.num_alive_tasks(), before + 1);
         go_tx.send(()).unwrap();
         assert!(call.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_panic_in_a_call_ends_that_call_and_not_the_task_driving_it() {
+        for inline in [true, false] {
+            let call = DrivenCall::new(
+                async {
+                    if std::hint::black_box(true) {
+                        panic!("a host bug");
+                    }
+                },
+                inline,
+            );
+            let CallFailed(said) = call.await.expect_err("the call panicked");
+            assert!(said.contains("panicked"), "{said}");
+            // Still here: the request's task goes on to its next request.
+            assert_eq!(DrivenCall::new(async { 1 }, inline).await.unwrap(), 1);
+        }
     }
 
     #[tokio::test]

@@ -26,14 +26,13 @@ use std::task::Poll;
 use http::uri::Scheme;
 use http::{Request, Response, Version};
 use tokio::sync::oneshot;
-use tokio::task::JoinError;
 use tokio::time::Instant;
 use wasmtime::Store;
 use wasmtime_wasi_http::WasiBody;
 use wasmtime_wasi_http::p2::bindings::Proxy;
 
 use super::claim::{Claim, Shared};
-use super::driven_call::DrivenCall;
+use super::driven_call::{CallFailed, DrivenCall};
 use crate::host::app::App;
 use crate::host::call::fresh::body::{First, Outcome};
 use crate::host::call::fresh::{
@@ -176,8 +175,10 @@ fn drives_inline<B>(request: &Request<B>) -> bool {
 }
 
 /// The call's outcome, or the fault of a call whose task panicked.
-fn ended(outcome: Result<Outcome, JoinError>) -> Outcome {
-    outcome.unwrap_or_else(|err| Err(Fault::Internal(format!("the guest call failed: {err}"))))
+fn ended(outcome: Result<Outcome, CallFailed>) -> Outcome {
+    outcome.unwrap_or_else(|CallFailed(err)| {
+        Err(Fault::Internal(format!("the guest call failed: {err}")))
+    })
 }
 
 /// Drives `call` until it ends or its response comes. Unlike `fresh`'s `first`,
