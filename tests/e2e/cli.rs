@@ -334,6 +334,10 @@ fn help_groups_the_flags_by_purpose() {
             "--kv-max-bytes",
             "--kv-max-in-flight",
             "--kv-timeout",
+            "--kv-sync-interval",
+            "--kv-max-write-rate",
+            "--kv-max-handles",
+            "--kv-max-batch",
             "--kv-ca"
         ]
     );

@@ -18,6 +18,16 @@ pub const DEFAULT_MAX_BYTES: u64 = 100 * 1024 * 1024;
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 64;
 /// Default time one operation may take before the guest gets an error.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default time between two syncs of an embedded file written with `durability =
+/// "os"`: the most a power cut may lose.
+pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(1);
+/// Default bytes of keys and values one app may write a second, averaged.
+pub const DEFAULT_MAX_WRITE_RATE: u64 = 4 * 1024 * 1024;
+/// Default key-value handles (open buckets, compare-and-swap handles) one
+/// instance may hold at once.
+pub const DEFAULT_MAX_HANDLES: u32 = 1000;
+/// Default keys one batch operation may name.
+pub const DEFAULT_MAX_BATCH: u32 = 1000;
 /// The bucket a guest may open unless the app names others (Spin's default label).
 pub const DEFAULT_BUCKET: &str = "default";
 /// Longest bucket name: it becomes part of every key the backend stores.
@@ -27,8 +37,8 @@ const MAX_BUCKET_NAME: usize = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum Durability {
     /// Once the OS has it: it survives a crash or `kill -9` of wedge; a power cut
-    /// or a crash of the machine may lose the last second of writes (the file is
-    /// synced every second), never the file's consistency.
+    /// or a crash of the machine may lose the writes of the last `sync_interval`
+    /// (the file is synced that often), never the file's consistency.
     #[default]
     Os,
     /// Once an fsync has put it on disk: it survives a power cut too.
@@ -193,6 +203,18 @@ pub struct KeyValue {
     pub max_in_flight: u32,
     /// `timeout`: how long one operation may take before it fails.
     pub timeout: Duration,
+    /// `sync_interval`: how often an embedded file written with `durability = "os"`
+    /// is synced to disk: the most a power cut may lose.
+    pub sync_interval: Duration,
+    /// `max_write_rate`: bytes of keys and values the app may write a second,
+    /// averaged, all its instances together; more fail until it has written less.
+    pub max_write_rate: u64,
+    /// `max_handles`: key-value handles (open buckets, compare-and-swap handles)
+    /// one instance may hold at once.
+    pub max_handles: u32,
+    /// `max_batch`: keys one batch operation (get-many, set-many, delete-many) may
+    /// name.
+    pub max_batch: u32,
     /// `ca`: a PEM file of the certificate authorities a `rediss://` server's
     /// certificate must chain to, instead of the well-known roots (a Redis behind a
     /// private CA).
@@ -211,6 +233,10 @@ impl Default for KeyValue {
             max_bytes: DEFAULT_MAX_BYTES,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             timeout: DEFAULT_TIMEOUT,
+            sync_interval: DEFAULT_SYNC_INTERVAL,
+            max_write_rate: DEFAULT_MAX_WRITE_RATE,
+            max_handles: DEFAULT_MAX_HANDLES,
+            max_batch: DEFAULT_MAX_BATCH,
             ca: None,
         }
     }

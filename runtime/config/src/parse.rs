@@ -526,6 +526,18 @@ fn keyvalue(doc: &mut Doc, field: Option<Field>, paths: &Paths) -> KeyValue {
         timeout: take("timeout")
             .and_then(|f| positive_duration(doc, &f))
             .unwrap_or(defaults.timeout),
+        sync_interval: take("sync_interval")
+            .and_then(|f| positive_duration(doc, &f))
+            .unwrap_or(defaults.sync_interval),
+        max_write_rate: take("max_write_rate")
+            .and_then(|f| f.size(doc).filter(|n| positive(doc, &f, *n > 0)))
+            .unwrap_or(defaults.max_write_rate),
+        max_handles: take("max_handles")
+            .and_then(|f| f.count(doc, 1))
+            .unwrap_or(defaults.max_handles),
+        max_batch: take("max_batch")
+            .and_then(|f| f.count(doc, 1))
+            .unwrap_or(defaults.max_batch),
         ca: take("ca").and_then(|field| file(doc, &field, paths)),
     };
     table.finish(doc);

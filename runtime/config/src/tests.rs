@@ -83,6 +83,10 @@ max_value_size = "4KiB"
 max_bytes = "1MiB"
 max_in_flight = 2
 timeout = "250ms"
+sync_interval = "5s"
+max_write_rate = "64KiB"
+max_handles = 20
+max_batch = 50
 ca = "certs/redis-ca.pem"
 "#,
     );
@@ -157,6 +161,10 @@ ca = "certs/redis-ca.pem"
             max_bytes: 1 << 20,
             max_in_flight: 2,
             timeout: Duration::from_millis(250),
+            sync_interval: Duration::from_secs(5),
+            max_write_rate: 64 * 1024,
+            max_handles: 20,
+            max_batch: 50,
             ca: Some(base.join("certs/redis-ca.pem")),
         },
     };
@@ -329,12 +337,28 @@ fn each_kind_of_mistake_is_reported_with_its_line_and_key() {
             "wedge.toml:5: app[0].keyvalue.timeout: must be more than zero",
         ),
         (
+            "keyvalue.sync_interval = \"0s\"",
+            "wedge.toml:5: app[0].keyvalue.sync_interval: must be more than zero",
+        ),
+        (
+            "keyvalue.max_write_rate = 0",
+            "wedge.toml:5: app[0].keyvalue.max_write_rate: must be more than zero",
+        ),
+        (
+            "keyvalue.max_handles = 0",
+            "wedge.toml:5: app[0].keyvalue.max_handles: `0` is not a whole number of at least 1",
+        ),
+        (
+            "keyvalue.max_batch = 0",
+            "wedge.toml:5: app[0].keyvalue.max_batch: `0` is not a whole number of at least 1",
+        ),
+        (
             "keyvalue.max_bytes = \"12\"",
             "wedge.toml:5: app[0].keyvalue.max_bytes: `12` needs a unit",
         ),
         (
             "keyvalue.quota = 1",
-            "wedge.toml:5: app[0].keyvalue.quota: unknown key `quota`; known keys: backend, durability, buckets, max_keys, max_key_size, max_value_size, max_bytes, max_in_flight, timeout, ca",
+            "wedge.toml:5: app[0].keyvalue.quota: unknown key `quota`; known keys: backend, durability, buckets, max_keys, max_key_size, max_value_size, max_bytes, max_in_flight, timeout, sync_interval, max_write_rate, max_handles, max_batch, ca",
         ),
         (
             "config.k = \"a\\u0000b\"",

@@ -22,8 +22,9 @@ pub struct KvArgs {
     pub backend: BackendChoice,
 
     /// When an `embedded` write is acknowledged: `os`, once the OS has it (it
-    /// survives a crash of wedge; a power cut may lose the last second of writes),
-    /// or `disk`, once an fsync has put it on disk (it survives a power cut too).
+    /// survives a crash of wedge; a power cut may lose the writes of the last
+    /// --kv-sync-interval), or `disk`, once an fsync has put it on disk (it
+    /// survives a power cut too).
     #[arg(long, value_name = "WHEN", default_value = "os", value_parser = keyvalue::Durability::parse)]
     pub kv_durability: keyvalue::Durability,
 
@@ -57,6 +58,26 @@ pub struct KvArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
     pub kv_timeout: Duration,
 
+    /// How often an `os` file is synced to disk: the most a power cut may lose.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_positive_duration)]
+    pub kv_sync_interval: Duration,
+
+    /// Bytes of keys and values the app may write a second, averaged; past it
+    /// writes fail until it has written less.
+    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_positive_size)]
+    pub kv_max_write_rate: u64,
+
+    /// Key-value handles (open buckets, compare-and-swap handles) one instance
+    /// may hold at once.
+    #[arg(long, value_name = "N", default_value_t = keyvalue::DEFAULT_MAX_HANDLES,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub kv_max_handles: u32,
+
+    /// Keys one batch operation (get-many, set-many, delete-many) may name.
+    #[arg(long, value_name = "N", default_value_t = keyvalue::DEFAULT_MAX_BATCH,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub kv_max_batch: u32,
+
     /// A PEM file of the certificate authorities a `rediss://` server's certificate
     /// must chain to, instead of the well-known roots (a Redis behind a private CA).
     #[arg(long, value_name = "FILE")]
@@ -75,6 +96,10 @@ impl KvArgs {
             max_bytes: self.kv_max_bytes,
             max_in_flight: self.kv_max_in_flight,
             timeout: self.kv_timeout,
+            sync_interval: self.kv_sync_interval,
+            max_write_rate: self.kv_max_write_rate,
+            max_handles: self.kv_max_handles,
+            max_batch: self.kv_max_batch,
             ca: self.kv_ca.clone(),
         }
     }

@@ -40,7 +40,8 @@ pub struct ServeArgs {
               "queue_timeout", "allow_outbound", "outbound_connect_timeout",
               "outbound_max_concurrent", "instance_reuse", "instance_concurrency",
               "instance_idle", "kv", "kv_durability", "kv_bucket", "kv_max_keys", "kv_max_key_size",
-              "kv_max_value_size", "kv_max_bytes", "kv_max_in_flight", "kv_timeout", "kv_ca", "wagi"])]
+              "kv_max_value_size", "kv_max_bytes", "kv_max_in_flight", "kv_timeout", "kv_sync_interval",
+              "kv_max_write_rate", "kv_max_handles", "kv_max_batch", "kv_ca", "wagi"])]
     config_file: Option<PathBuf>,
 
     /// Cleartext address: HTTP/1.1, and HTTP/2 with prior knowledge (h2c). A host

@@ -13,7 +13,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::guest_log::{Channel, GuestLog, GuestOutput};
 use super::hooks::{GuestHooks, OutboundGate};
-use super::keyvalue::{AppStore, KvView};
+use super::keyvalue::{AppStore, KvHandles, KvView};
 use super::limits::Limits;
 use super::limits::cpu::CpuMeter;
 use super::limits::host_memory::HostMemoryBudget;
@@ -28,6 +28,7 @@ pub struct GuestState {
     hooks: GuestHooks,
     vars: GuestVars,
     keyvalue: Arc<AppStore>,
+    kv_handles: KvHandles,
     /// Where wedge's lines about the app go (a key-value backend's fault).
     output: Arc<GuestOutput>,
     pub(crate) limiter: MemoryLimiter,
@@ -79,6 +80,7 @@ impl GuestState {
             store: &self.keyvalue,
             log: &self.output,
             host_memory: &self.host_memory,
+            handles: &mut self.kv_handles,
         }
     }
 }
@@ -154,6 +156,7 @@ pub(super) fn new_store(
         hooks: GuestHooks::new(output.clone(), outbound.clone()),
         vars: vars.clone(),
         keyvalue: keyvalue.clone(),
+        kv_handles: KvHandles::default(),
         output: output.clone(),
         limiter: MemoryLimiter {
             limit: limits.memory,

@@ -40,6 +40,19 @@ pub(crate) enum Failure {
     Value(String),
     /// The backend itself failed (a disk error, Redis unreachable): logged.
     Backend(String),
+    /// The backend failed to open and is not tried again yet: logged once, when
+    /// it first failed, as a `Backend` failure.
+    Failing(String),
+}
+
+impl Failure {
+    /// What failed, in words.
+    pub(crate) fn why(&self) -> &str {
+        match self {
+            Failure::Quota(why) | Failure::Value(why) | Failure::Backend(why) => why,
+            Failure::Failing(why) => why,
+        }
+    }
 }
 
 pub(crate) type Outcome<T> = Result<T, Failure>;

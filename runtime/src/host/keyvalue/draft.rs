@@ -42,10 +42,7 @@ type Answer<T> = wasmtime::Result<Result<T, store::Error>>;
 
 impl store::Host for KvView<'_> {
     async fn open(&mut self, identifier: String) -> Answer<Resource<OpenBucket>> {
-        if let Err(error) = self.store.open(&identifier) {
-            return Ok(Err(wit(error)));
-        }
-        Ok(Ok(self.table.push(OpenBucket::new(identifier))?))
+        Ok(self.open_bucket(identifier)?.map_err(wit))
     }
 }
 
@@ -103,7 +100,7 @@ impl store::HostBucket for KvView<'_> {
     }
 
     async fn drop(&mut self, bucket: Resource<OpenBucket>) -> wasmtime::Result<()> {
-        self.table.delete(bucket)?;
+        self.drop_handle(bucket)?;
         Ok(())
     }
 }

@@ -59,7 +59,16 @@ impl KvView<'_> {
         };
         // The handle keeps the value: copied where the instance's host memory counts
         // it (Redis' answer was allocated by the connection's task, uncounted), so
-        // that thousands of handles on a large value pass its budget, not the host's.
+        // that thousands of handles on a large value pass its budget, not the host's;
+        // refused before it would pass it (an error, where the copy trapped).
+        let room = self.host_memory.room();
+        if let Some(value) = current.as_deref().filter(|v| v.len() as u64 > room) {
+            return Ok(Err(wit(KvError::Other(format!(
+                "the value is {} bytes: more than the {room} bytes of host memory the \
+                 instance has left for a compare-and-swap handle (host_memory)",
+                value.len()
+            )))));
+        }
         let current = self
             .host_memory
             .charged(|| current.as_deref().map(<[u8]>::to_vec));
@@ -68,16 +77,13 @@ impl KvView<'_> {
             key,
             current,
         };
-        Ok(Ok(self.table.push(cas)?))
+        Ok(self.push_handle(cas)?.map_err(wit))
     }
 }
 
 impl store::Host for KvView<'_> {
     async fn open(&mut self, identifier: String) -> Answer<Resource<OpenBucket>> {
-        if let Err(error) = self.store.open(&identifier) {
-            return Ok(Err(wit(error)));
-        }
-        Ok(Ok(self.table.push(OpenBucket::new(identifier))?))
+        Ok(self.open_bucket(identifier)?.map_err(wit))
     }
 }
 
@@ -132,7 +138,7 @@ impl store::HostBucket for KvView<'_> {
     }
 
     async fn drop(&mut self, bucket: Resource<OpenBucket>) -> wasmtime::Result<()> {
-        self.table.delete(bucket)?;
+        self.drop_handle(bucket)?;
         Ok(())
     }
 }
@@ -161,7 +167,7 @@ impl atomics::Host for KvView<'_> {
             bucket,
             key,
             current,
-        } = self.table.delete(cas)?;
+        } = self.drop_handle(cas)?;
         let swapped = self
             .store
             .swap(self.log, &bucket, key.clone(), current, value)
@@ -188,7 +194,7 @@ impl atomics::HostCas for KvView<'_> {
     }
 
     async fn drop(&mut self, cas: Resource<Cas>) -> wasmtime::Result<()> {
-        self.table.delete(cas)?;
+        self.drop_handle(cas)?;
         Ok(())
     }
 }

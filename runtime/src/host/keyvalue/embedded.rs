@@ -8,7 +8,7 @@
 //! - `os` (the default): in the host call too, one transaction appended to the WAL
 //!   with `synchronous=NORMAL`: acknowledged once the OS has it, no fsync, so it
 //!   survives a crash of wedge. A thread of the file checkpoints the WAL every
-//!   [`SYNC_INTERVAL`] (an fsync of the WAL, then of the file): a power cut may lose
+//!   `sync_interval` (an fsync of the WAL, then of the file): a power cut may lose
 //!   that last interval of writes, never the file's consistency (SQLite's WAL
 //!   checksums drop a torn tail).
 //! - `disk`: the file's writer thread takes every write queued when it is free into
@@ -16,17 +16,27 @@
 //!   any of them is acknowledged: concurrent writers share an fsync instead of
 //!   queueing for one each, and an fsync never holds an async thread.
 //!
+//! What runs in a host call never waits there for a lock: an operation that finds
+//! the file's connection or its lock taken (a sync under way, a slow disk) is
+//! handed to a blocking thread, which waits; other apps' requests on the async
+//! thread go on meanwhile.
+//!
+//! Disk use is bounded: the WAL is synced early once it holds half of
+//! [`wal_limit`] and writes are refused past it; freed pages go back to the disk
+//! by incremental vacuum at syncs once they pile up.
+//!
 //! A file of wedge's first store (`APP.redb`) is imported on the first open
 //! (redb_import.rs).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 pub use wedge_config::keyvalue::Durability;
@@ -35,11 +45,19 @@ use super::backend::{
     Backend, Bucket, Failure, ListFrom, Outcome, Quota, add, batch_too_big, stored_number,
 };
 
-/// How often a file written with `durability = "os"` is synced to disk: the most a
-/// power cut may lose (Redis' `appendfsync everysec` makes the same trade).
-pub(super) const SYNC_INTERVAL: Duration = Duration::from_secs(1);
 /// Writes one `disk` transaction takes at most: each waits for the fsync of its batch.
 const MAX_BATCH: usize = 256;
+/// Bytes of keys and values past which a `disk` batch takes no more writes, so that
+/// one transaction adds about that much to the WAL (plus one write).
+const MAX_BATCH_BYTES: u64 = 4 << 20;
+/// The least a file's WAL may hold before writes are refused ([`wal_limit`]); also
+/// what SQLite truncates a WAL it starts over to (`journal_size_limit`).
+const MIN_WAL_LIMIT: u64 = 4 << 20;
+/// Free pages a sync gives back to the disk at once (incremental vacuum), so that
+/// moving them adds a bounded amount to the WAL.
+const VACUUM_STEP: i64 = 2048;
+/// Free pages that make a sync vacuum: at least this many, and a quarter of the file.
+const VACUUM_MIN_FREE: i64 = 256;
 /// How long opening a file waits for another process's lock on it (another wedge
 /// on the same data dir) before it fails.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
@@ -55,14 +73,38 @@ pub(super) const SCHEMA: &str = "
     INSERT OR IGNORE INTO totals VALUES (0, 0, 0);
 ";
 
+/// How an app's file is written: when a write is acknowledged, and how often an
+/// `os` file is synced (the most a power cut may lose: Redis' `appendfsync
+/// everysec` makes the same trade at a second).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FileSettings {
+    pub durability: Durability,
+    pub sync_interval: Duration,
+}
+
+/// The most an app's WAL may hold before its writes are refused until a sync has
+/// emptied it: its `max_bytes`, at least [`MIN_WAL_LIMIT`]. A sync starts early once
+/// it holds half of that, so a writer faster than the sync interval meets the
+/// limit only while the disk is slower than it writes; the WAL then holds at most
+/// this plus one write (itself within `max_bytes`).
+pub(super) fn wal_limit(quota: Quota) -> u64 {
+    quota.max_bytes.max(MIN_WAL_LIMIT)
+}
+
 /// One app's file.
 pub(super) struct Embedded {
+    file: Arc<File>,
+    writes: Writes,
+}
+
+/// What operations on the file share, on any thread.
+struct File {
     /// Reads, and `os` writes: held for one statement or transaction at a time.
     conn: Mutex<Connection>,
-    writes: Writes,
     /// The app's totals as the last commit left them (the metrics read them after
     /// every write: this spares them a query).
     totals: Arc<Mutex<Option<Totals>>>,
+    wal: Arc<WalSize>,
 }
 
 /// Where writes are committed.
@@ -70,10 +112,58 @@ enum Writes {
     /// In the caller, on `conn`; `syncer` makes them durable on disk.
     Inline {
         dirty: Arc<AtomicBool>,
-        _syncer: Stopper<()>,
+        syncer: Stopper<()>,
     },
     /// Batched by the writer thread, each batch committed with an fsync.
     Batched { writer: Stopper<Job> },
+}
+
+/// How much the file's WAL holds, as the last commit or sync left it.
+struct WalSize {
+    bytes: AtomicU64,
+    /// An early sync was asked for and has not ended yet.
+    sync_asked: AtomicBool,
+    /// Bytes one WAL frame takes: a page and its header.
+    frame: u64,
+    /// The WAL's file.
+    path: PathBuf,
+}
+
+impl WalSize {
+    fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Whether the WAL holds more than `limit` bytes: as the last commit left it,
+    /// and (then) as its file is now, which a sync since may have emptied.
+    fn over(&self, limit: u64) -> bool {
+        if self.bytes() <= limit {
+            return false;
+        }
+        let len = std::fs::metadata(&self.path).map_or(0, |meta| meta.len());
+        self.bytes.store(len, Ordering::Relaxed);
+        len > limit
+    }
+
+    fn set_frames(&self, frames: i64) {
+        let frames = u64::try_from(frames).unwrap_or(0);
+        self.bytes.store(frames * self.frame, Ordering::Relaxed);
+    }
+}
+
+thread_local! {
+    /// The frames of the WAL the last commit on this thread left (SQLite's WAL
+    /// hook, which takes no context, leaves them here for the committer).
+    static WAL_FRAMES: Cell<i64> = const { Cell::new(0) };
+    /// Whether a connection used on this thread may wait for a lock: not in a
+    /// host call on an async thread, whose operation goes to a blocking thread
+    /// instead.
+    static MAY_WAIT: Cell<bool> = const { Cell::new(true) };
+}
+
+fn note_wal_frames(_: &rusqlite::hooks::Wal, frames: std::ffi::c_int) -> rusqlite::Result<()> {
+    WAL_FRAMES.with(|last| last.set(i64::from(frames)));
+    Ok(())
 }
 
 /// A thread of the file, stopped and joined when this is dropped: its channel's
@@ -128,6 +218,20 @@ struct Write {
     quota: Quota,
 }
 
+impl Write {
+    /// The bytes of keys and values it writes, about.
+    fn bytes(&self) -> u64 {
+        let keys = |keys: &mut dyn Iterator<Item = usize>| keys.sum::<usize>() as u64;
+        match &self.change {
+            Change::Set(pairs) => keys(&mut pairs.iter().map(|(k, v)| k.len() + v.len())),
+            Change::Delete(keys_) => keys(&mut keys_.iter().map(String::len)),
+            Change::Increment(key, _) => key.len() as u64 + 20,
+            Change::Swap { key, value, .. } => (key.len() + value.len()) as u64,
+            Change::Purge => 0,
+        }
+    }
+}
+
 /// A write for the writer thread, and where its outcome goes.
 struct Job {
     write: Write,
@@ -169,12 +273,12 @@ const UNLIMITED: Quota = Quota {
 };
 
 /// Waits for a lock held in this process (the syncer's checkpoint) or by another
-/// wedge, in steps of [`BUSY_STEP`] up to about [`BUSY_TIMEOUT`]. SQLite's own
-/// timeout sleeps 1, 2, 5, 10… ms between tries, so an async thread whose write met
-/// a checkpoint of a millisecond or two slept ten or more, and every app on that
-/// thread waited with it.
+/// wedge, in steps of [`BUSY_STEP`] up to about [`BUSY_TIMEOUT`], where waiting is
+/// allowed ([`MAY_WAIT`]): in a host call on an async thread it gives up at once,
+/// and the operation is tried again on a blocking thread. (SQLite's own timeout
+/// sleeps 1, 2, 5, 10… ms between tries.)
 fn retry_briefly(tries: i32) -> bool {
-    if tries >= BUSY_TRIES {
+    if tries >= BUSY_TRIES || !MAY_WAIT.with(Cell::get) {
         return false;
     }
     std::thread::sleep(BUSY_STEP);
@@ -186,80 +290,124 @@ const BUSY_STEP: Duration = Duration::from_micros(100);
 const BUSY_TRIES: i32 = (BUSY_TIMEOUT.as_micros() / BUSY_STEP.as_micros()) as i32;
 
 /// A connection to the file at `path` in WAL mode, fsyncing as `synchronous` says
-/// (`NORMAL`: at checkpoints only; `FULL`: at every commit too), checkpointing by
-/// itself or not. On SQLite's `unix-excl` VFS: the first connection locks the file
-/// for this process (another wedge opening it fails after [`BUSY_TIMEOUT`]), and
-/// the connections of this process coordinate in memory, so a transaction makes
-/// no lock syscalls (the default VFS makes about four `fcntl`s a transaction) and
-/// the WAL's index is in memory, not in a `-shm` file.
-pub(super) fn connect(
-    path: &Path,
-    synchronous: &str,
-    checkpoints: bool,
-) -> rusqlite::Result<Connection> {
+/// (`NORMAL`: at checkpoints only; `FULL`: at every commit too), that never
+/// checkpoints by itself (wedge's syncs do, [`sync_now`]). On SQLite's `unix-excl`
+/// VFS: the first connection locks the file for this process (another wedge
+/// opening it fails after [`BUSY_TIMEOUT`]), and the connections of this process
+/// coordinate in memory, so a transaction makes no lock syscalls (the default VFS
+/// makes about four `fcntl`s a transaction) and the WAL's index is in memory, not
+/// in a `-shm` file. A new file vacuums incrementally (`auto_vacuum` can only be
+/// set before its first table: a file made by an older wedge keeps its free pages
+/// until a `VACUUM`).
+pub(super) fn connect(path: &Path, synchronous: &str) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), "unix-excl")?;
     conn.busy_handler(Some(retry_briefly))?;
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
     conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))?;
     conn.pragma_update(None, "synchronous", synchronous)?;
-    if !checkpoints {
-        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-    }
+    conn.pragma_update(None, "journal_size_limit", MIN_WAL_LIMIT as i64)?;
+    // Replaces SQLite's own checkpoints after a commit (`wal_autocheckpoint`).
+    conn.wal_hook(Some(note_wal_frames));
     Ok(conn)
+}
+
+/// Whether `err` is a lock another connection holds.
+fn is_busy(err: &rusqlite::Error) -> bool {
+    matches!(
+        err.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
 }
 
 impl Embedded {
     /// Opens (or creates) the file at `path` and starts its thread. Off the async
     /// threads: opening a file whose WAL was not checkpointed replays it first.
-    pub(super) async fn open(path: PathBuf, durability: Durability) -> Outcome<Arc<dyn Backend>> {
-        let opened = tokio::task::spawn_blocking(move || Embedded::open_now(&path, durability))
+    pub(super) async fn open(path: PathBuf, settings: FileSettings) -> Outcome<Arc<dyn Backend>> {
+        let opened = tokio::task::spawn_blocking(move || Embedded::open_now(&path, settings))
             .await
             .map_err(storage)?
             .map_err(Failure::Backend)?;
         Ok(Arc::new(opened))
     }
 
-    fn open_now(path: &Path, durability: Durability) -> Result<Embedded, String> {
+    pub(super) fn open_now(path: &Path, settings: FileSettings) -> Result<Embedded, String> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
                 .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
         }
         super::redb_import::import_old_file(path)?;
         let cannot = |err: rusqlite::Error| format!("cannot open {}: {err}", path.display());
-        let conn = connect(path, "NORMAL", false).map_err(cannot)?;
+        let conn = connect(path, "NORMAL").map_err(cannot)?;
         conn.execute_batch(SCHEMA).map_err(cannot)?;
+        let page: u64 = conn
+            .pragma_query_value(None, "page_size", |row| row.get(0))
+            .map_err(cannot)?;
+        let wal = Arc::new(WalSize {
+            bytes: AtomicU64::new(0),
+            sync_asked: AtomicBool::new(false),
+            frame: page + 24,
+            path: PathBuf::from(format!("{}-wal", path.display())),
+        });
         let totals = Arc::new(Mutex::new(None));
-        let writes = match durability {
+        let writes = match settings.durability {
             Durability::Os => {
-                let syncing = connect(path, "NORMAL", false).map_err(cannot)?;
+                let syncing = connect(path, "NORMAL").map_err(cannot)?;
                 let dirty = Arc::new(AtomicBool::new(false));
-                let flag = dirty.clone();
-                let syncer = Stopper::spawn("wedge-kv-sync", move |stop| {
-                    sync_loop(&syncing, &flag, &stop)
+                let (flag, size) = (dirty.clone(), wal.clone());
+                let interval = settings.sync_interval;
+                let syncer = Stopper::spawn("wedge-kv-sync", move |asked| {
+                    sync_loop(&syncing, interval, &flag, &size, &asked)
                 })?;
-                Writes::Inline {
-                    dirty,
-                    _syncer: syncer,
-                }
+                Writes::Inline { dirty, syncer }
             }
             Durability::Disk => {
-                let writing = connect(path, "FULL", true).map_err(cannot)?;
-                let committed = totals.clone();
+                let writing = connect(path, "FULL").map_err(cannot)?;
+                let (committed, size) = (totals.clone(), wal.clone());
                 let writer = Stopper::spawn("wedge-kv-writer", move |jobs| {
-                    write_loop(&writing, &committed, jobs)
+                    write_loop(&writing, &committed, &size, jobs)
                 })?;
                 Writes::Batched { writer }
             }
         };
         Ok(Embedded {
-            conn: Mutex::new(conn),
+            file: Arc::new(File {
+                conn: Mutex::new(conn),
+                totals,
+                wal,
+            }),
             writes,
-            totals,
         })
     }
 
-    /// `read` on the app's connection.
-    fn read<T>(&self, read: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Outcome<T> {
-        read(&crate::sync::lock(&self.conn)).map_err(storage)
+    /// `op` on the app's connection: in the host call when the connection and the
+    /// file's lock are free, else on a blocking thread, which waits for them
+    /// (another app's request on this async thread must not wait with it).
+    async fn on_conn<T: Send + 'static>(
+        &self,
+        op: impl Fn(&File, &Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Outcome<T> {
+        if let Ok(conn) = self.file.conn.try_lock() {
+            MAY_WAIT.with(|may| may.set(false));
+            let done = op(&self.file, &conn);
+            MAY_WAIT.with(|may| may.set(true));
+            match done {
+                Err(err) if is_busy(&err) => {}
+                done => return done.map_err(storage),
+            }
+        }
+        let file = self.file.clone();
+        tokio::task::spawn_blocking(move || op(&file, &crate::sync::lock(&file.conn)))
+            .await
+            .map_err(storage)?
+            .map_err(storage)
+    }
+
+    /// `read` on the app's connection ([`Embedded::on_conn`]).
+    async fn read<T: Send + 'static>(
+        &self,
+        read: impl Fn(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Outcome<T> {
+        self.on_conn(move |_, conn| read(conn)).await
     }
 
     async fn write(&self, bucket: Bucket<'_>, change: Change, quota: Quota) -> Outcome<Done> {
@@ -269,11 +417,29 @@ impl Embedded {
             quota,
         };
         match &self.writes {
-            Writes::Inline { dirty, .. } => {
-                let conn = crate::sync::lock(&self.conn);
-                let outcome = commit(&conn, &self.totals, std::slice::from_ref(&write))?;
+            Writes::Inline { dirty, syncer } => {
+                let limit = wal_limit(quota);
+                let outcome = self
+                    .on_conn(move |file, conn| {
+                        // Checked under the connection, so writers of the app never
+                        // pass the limit together.
+                        if file.wal.over(limit) {
+                            return Ok(Err(wal_full(limit)));
+                        }
+                        let outcome = commit(conn, &file.totals, std::slice::from_ref(&write))?;
+                        file.wal.set_frames(WAL_FRAMES.with(Cell::get));
+                        Ok(outcome
+                            .into_iter()
+                            .next()
+                            .unwrap_or_else(|| Err(mismatched())))
+                    })
+                    .await?;
                 dirty.store(true, Ordering::Relaxed);
-                outcome.into_iter().next().ok_or_else(mismatched)?
+                let wal = &self.file.wal;
+                if wal.bytes() > limit / 2 && !wal.sync_asked.swap(true, Ordering::Relaxed) {
+                    let _ = syncer.send(());
+                }
+                outcome
             }
             Writes::Batched { writer } => {
                 let (done, outcome) = oneshot::channel();
@@ -284,6 +450,15 @@ impl Embedded {
             }
         }
     }
+}
+
+/// A write refused while the WAL is past [`wal_limit`].
+fn wal_full(limit: u64) -> Failure {
+    Failure::Quota(format!(
+        "the app writes faster than its file is synced to disk: its write-ahead log \
+         holds more than {limit} bytes (max_bytes, at least {MIN_WAL_LIMIT}); writes \
+         work again once it is synced"
+    ))
 }
 
 fn get_value(conn: &Connection, bucket: &str, key: &str) -> rusqlite::Result<Option<Vec<u8>>> {
@@ -312,7 +487,8 @@ pub(super) fn put_value(
 #[async_trait]
 impl Backend for Embedded {
     async fn get(&self, bucket: Bucket<'_>, key: &str) -> Outcome<Option<Vec<u8>>> {
-        self.read(|conn| get_value(conn, bucket.name, key))
+        let (name, key) = (bucket.name.to_string(), key.to_string());
+        self.read(move |conn| get_value(conn, &name, &key)).await
     }
 
     async fn get_many(
@@ -321,24 +497,27 @@ impl Backend for Embedded {
         keys: &[String],
         max_bytes: u64,
     ) -> Outcome<Vec<Option<Vec<u8>>>> {
-        let conn = crate::sync::lock(&self.conn);
-        // Sized first (no value copied), read after: in one read transaction.
-        let txn = conn.unchecked_transaction().map_err(storage)?;
-        let mut bytes = 0u64;
-        for key in keys {
-            let len = stored_len(&txn, bucket.name, key).map_err(storage)?;
-            bytes += len.unwrap_or(0) as u64;
-            if bytes > max_bytes {
-                return Err(batch_too_big(max_bytes));
+        let (name, keys) = (bucket.name.to_string(), keys.to_vec());
+        let read = self.read(move |conn| {
+            // Sized first (no value copied), read after: in one read transaction.
+            let txn = conn.unchecked_transaction()?;
+            let mut bytes = 0u64;
+            for key in &keys {
+                bytes += stored_len(&txn, &name, key)?.unwrap_or(0) as u64;
+                if bytes > max_bytes {
+                    return Ok(None);
+                }
             }
-        }
-        keys.iter()
-            .map(|key| get_value(&txn, bucket.name, key).map_err(storage))
-            .collect()
+            let values = keys.iter().map(|key| get_value(&txn, &name, key));
+            values.collect::<rusqlite::Result<_>>().map(Some)
+        });
+        read.await?.ok_or_else(|| batch_too_big(max_bytes))
     }
 
     async fn exists(&self, bucket: Bucket<'_>, key: &str) -> Outcome<bool> {
-        self.read(|conn| Ok(stored_len(conn, bucket.name, key)?.is_some()))
+        let (name, key) = (bucket.name.to_string(), key.to_string());
+        self.read(move |conn| Ok(stored_len(conn, &name, &key)?.is_some()))
+            .await
     }
 
     async fn list_keys(
@@ -348,8 +527,8 @@ impl Backend for Embedded {
         limit: usize,
     ) -> Outcome<Vec<String>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let name = bucket.name;
-        self.read(|conn| match &from {
+        let name = bucket.name.to_string();
+        self.read(move |conn| match &from {
             ListFrom::After(key) => conn
                 .prepare_cached(
                     "SELECT key FROM kv WHERE bucket = ?1 AND key > ?2 ORDER BY key LIMIT ?3",
@@ -368,6 +547,7 @@ impl Backend for Embedded {
                 .collect()
             }
         })
+        .await
     }
 
     async fn set_many(
@@ -428,37 +608,57 @@ impl Backend for Embedded {
     }
 
     async fn totals(&self, _app: &str) -> Outcome<Option<(u64, u64)>> {
-        let committed = *crate::sync::lock(&self.totals);
+        let committed = *crate::sync::lock(&self.file.totals);
         let totals = match committed {
             Some(totals) => totals,
-            None => self.read(Totals::read)?,
+            None => self.read(Totals::read).await?,
         };
         Ok(Some((totals.keys, totals.bytes)))
     }
 }
 
-/// The syncer of an `os` file: every [`SYNC_INTERVAL`] in which something was
-/// written, a sync ([`sync_now`]); once more when the file closes. A failed one (a
-/// full disk) is tried again next time: the writes stay in the WAL meanwhile.
-fn sync_loop(conn: &Connection, dirty: &AtomicBool, stop: &mpsc::Receiver<()>) {
-    while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(SYNC_INTERVAL) {
+/// The syncer of an `os` file: every `interval` in which something was written, and
+/// at once when a writer asks (its WAL passed half of [`wal_limit`]), a sync
+/// ([`sync_now`]); once more when the file closes. A failed one (a full disk) is
+/// tried again next time: the writes stay in the WAL meanwhile.
+fn sync_loop(
+    conn: &Connection,
+    interval: Duration,
+    dirty: &AtomicBool,
+    wal: &WalSize,
+    asked: &mpsc::Receiver<()>,
+) {
+    loop {
+        match asked.recv_timeout(interval) {
+            Ok(()) => dirty.store(true, Ordering::Relaxed),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
         // A failed sync leaves the file dirty, so it is tried again next time even
-        // if nothing more is written.
-        if dirty.swap(false, Ordering::Relaxed) && !sync_now(conn) {
+        // if nothing more is written; so do free pages left for the next step.
+        if dirty.swap(false, Ordering::Relaxed)
+            && (!sync_now(conn) || matches!(free_pages_piled_up(conn), Ok(Some(_))))
+        {
             dirty.store(true, Ordering::Relaxed);
         }
+        wal.sync_asked.store(false, Ordering::Relaxed);
     }
     sync_now(conn);
 }
 
-/// One sync of an `os` file, `true` if it succeeded: `PASSIVE` checkpoints (the WAL
+/// One sync, `true` if it succeeded. First, once free pages pile up (deleted
+/// data), up to [`VACUUM_STEP`] of them are given back to the disk (incremental
+/// vacuum: the file shrinks at the checkpoint). Then `PASSIVE` checkpoints (the WAL
 /// fsynced, copied into the file, the file fsynced) copy what the WAL holds without
 /// stopping writers, until a few pages are left; then a `TRUNCATE` one copies those
-/// and empties the WAL, holding writers (on the async threads) off only for that
-/// remainder. `PASSIVE` alone never lets the WAL start over while writes keep coming
-/// (each checkpoint ends behind the newest frame): a guest incrementing one key
-/// without pause grew it by 1 GB in 30 s.
+/// and empties the WAL, holding writers off only for that remainder. `PASSIVE`
+/// alone never lets the WAL start over while writes keep coming (each checkpoint
+/// ends behind the newest frame): a guest incrementing one key without pause grew
+/// it by 1 GB in 30 s.
 pub(super) fn sync_now(conn: &Connection) -> bool {
+    if let Err(err) = vacuum_some(conn) {
+        sync_failed(conn, err);
+    }
     for _ in 0..MAX_PASSIVE_ROUNDS {
         match checkpoint(conn, "PASSIVE") {
             Ok((log, copied)) if log - copied > SMALL_REMAINDER_FRAMES => continue,
@@ -470,6 +670,30 @@ pub(super) fn sync_now(conn: &Connection) -> bool {
         Ok(_) => true,
         Err(err) => sync_failed(conn, err),
     }
+}
+
+/// Gives up to [`VACUUM_STEP`] free pages back once there are at least
+/// [`VACUUM_MIN_FREE`] and they are a quarter of the file (a file made before
+/// incremental vacuum has none to give: the pragma does nothing there).
+fn vacuum_some(conn: &Connection) -> rusqlite::Result<()> {
+    let Some(free) = free_pages_piled_up(conn)? else {
+        return Ok(());
+    };
+    // One row a page freed: it runs as long as it is stepped.
+    let mut vacuum = conn.prepare(&format!(
+        "PRAGMA incremental_vacuum({})",
+        free.min(VACUUM_STEP)
+    ))?;
+    let mut freed = vacuum.query([])?;
+    while freed.next()?.is_some() {}
+    Ok(())
+}
+
+/// The file's free pages, if they are enough to vacuum.
+fn free_pages_piled_up(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    let count = |pragma| conn.pragma_query_value(None, pragma, |row| row.get::<_, i64>(0));
+    let (free, pages) = (count("freelist_count")?, count("page_count")?);
+    Ok((free >= VACUUM_MIN_FREE && free * 4 >= pages).then_some(free))
 }
 
 /// Logs a failed sync with the file's path; `false`.
@@ -493,14 +717,24 @@ fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<(i64, i64)> {
 }
 
 /// The writer thread of a `disk` file: every write queued when it is free goes into
-/// one transaction, committed before any of them is answered. Ends when the backend
-/// is dropped.
-fn write_loop(conn: &Connection, totals: &Mutex<Option<Totals>>, jobs: mpsc::Receiver<Job>) {
+/// one transaction (up to [`MAX_BATCH`] writes or [`MAX_BATCH_BYTES`]), committed
+/// before any of them is answered; a sync once the WAL holds half of
+/// [`wal_limit`], so it never holds more than that and one batch. Ends when the
+/// backend is dropped.
+fn write_loop(
+    conn: &Connection,
+    totals: &Mutex<Option<Totals>>,
+    wal: &WalSize,
+    jobs: mpsc::Receiver<Job>,
+) {
     while let Ok(first) = jobs.recv() {
+        let mut bytes = first.write.bytes();
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH
+            && bytes < MAX_BATCH_BYTES
             && let Ok(job) = jobs.try_recv()
         {
+            bytes += job.write.bytes();
             batch.push(job);
         }
         let (writes, answers): (Vec<Write>, Vec<_>) =
@@ -511,24 +745,31 @@ fn write_loop(conn: &Connection, totals: &Mutex<Option<Totals>>, jobs: mpsc::Rec
                     let _ = done.send(outcome);
                 }
             }
-            Err(failure) => {
+            Err(err) => {
+                let failure = storage(err);
                 for done in answers {
                     let _ = done.send(Err(failure.clone()));
                 }
             }
         }
+        wal.set_frames(WAL_FRAMES.with(Cell::get));
+        let limit = writes.iter().map(|w| wal_limit(w.quota)).min().unwrap_or(0);
+        if wal.bytes() > limit / 2 && sync_now(conn) {
+            wal.set_frames(0);
+        }
     }
 }
 
 /// Applies `writes` in one transaction: each write's own outcome (a write past a
-/// quota changes nothing), or a storage failure that fails them all. The totals
-/// committed go to `committed`.
+/// quota changes nothing), or a storage failure that fails them all (the
+/// transaction rolled back: a write that met a lock may be tried again). The
+/// totals committed go to `committed`.
 fn commit(
     conn: &Connection,
     committed: &Mutex<Option<Totals>>,
     writes: &[Write],
-) -> Outcome<Vec<Outcome<Done>>> {
-    run(conn, "BEGIN IMMEDIATE").map_err(storage)?;
+) -> rusqlite::Result<Vec<Outcome<Done>>> {
+    run(conn, "BEGIN IMMEDIATE")?;
     let applied = apply_all(conn, writes).and_then(|applied| {
         run(conn, "COMMIT")?;
         Ok(applied)
@@ -543,7 +784,7 @@ fn commit(
             if !conn.is_autocommit() {
                 let _ = run(conn, "ROLLBACK");
             }
-            Err(storage(err))
+            Err(err)
         }
     }
 }

@@ -97,7 +97,7 @@ pub struct KeyValueHost {
 }
 
 /// A backend, opened on first use: an app that never opens a bucket makes no file
-/// and no connection. A failed opening is tried again by the next operation.
+/// and no connection. A failed opening is tried again after a wait ([`OpenFailed`]).
 struct Shared {
     choice: BackendChoice,
     /// The embedded file, for `BackendChoice::Embedded`, and when it acknowledges a
@@ -109,8 +109,12 @@ struct Shared {
     /// The authorities a `rediss://` server's certificate must chain to, if not
     /// the well-known roots.
     ca: Option<TrustedCa>,
+    /// How often an `os` file is synced.
+    sync_interval: std::time::Duration,
     /// The backend while it works.
     current: Mutex<Option<Arc<dyn Backend>>>,
+    /// The last opening's failure, while opening fails.
+    failed: Mutex<Option<OpenFailed>>,
     /// Held while opening, so that one operation opens and the others wait for it.
     opening: tokio::sync::Mutex<()>,
 }
@@ -144,6 +148,7 @@ impl KeyValueHost {
         Ok(Arc::new(AppStore {
             app: app.into(),
             in_flight: Semaphore::new(settings.max_in_flight as usize),
+            written: WriteBudget::new(settings.max_write_rate),
             settings,
             shared,
             metrics,
@@ -167,11 +172,12 @@ impl KeyValueHost {
         if shared.choice == BackendChoice::Embedded && !shared.path.exists() {
             return Ok(());
         }
-        let purged = async { shared.backend().await?.purge(app).await };
+        let purged = async { shared.backend(None).await?.purge(app).await };
         let purged = tokio::time::timeout(settings.timeout, purged).await;
         match purged {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(Failure::Quota(why) | Failure::Value(why) | Failure::Backend(why))) => {
+            Ok(Err(failure)) => {
+                let why = failure.why();
                 anyhow::bail!(
                     "purging the key-value store of `{app}` ({}): {why}",
                     settings.backend
@@ -195,7 +201,10 @@ impl KeyValueHost {
                 let ca = ca.as_ref().map(TrustedCa::fingerprint);
                 format!("{} {:?} {ca:?}", url.as_str(), settings.timeout)
             }
-            _ => format!("embedded:{app} {}", settings.durability),
+            _ => format!(
+                "embedded:{app} {} {:?}",
+                settings.durability, settings.sync_interval
+            ),
         };
         let mut opened = crate::sync::lock(&self.opened);
         opened.retain(|_, shared| shared.strong_count() > 0);
@@ -206,9 +215,11 @@ impl KeyValueHost {
             choice: settings.backend.clone(),
             path: self.dir.join(format!("{app}.sqlite3")),
             durability: settings.durability,
+            sync_interval: settings.sync_interval,
             timeout: settings.timeout,
             ca,
             current: Mutex::default(),
+            failed: Mutex::default(),
             opening: tokio::sync::Mutex::default(),
         });
         opened.insert(id, Arc::downgrade(&shared));
@@ -217,17 +228,32 @@ impl KeyValueHost {
 }
 
 impl Shared {
-    async fn backend(&self) -> Result<Arc<dyn Backend>, Failure> {
+    /// The backend, opened if need be and if a failed opening is not too recent;
+    /// `log`: where its opening again after a failure is told.
+    async fn backend(&self, log: Option<&GuestOutput>) -> Result<Arc<dyn Backend>, Failure> {
         if let Some(backend) = self.working() {
             return Ok(backend);
         }
-        let _opening = self.opening.lock().await;
+        let opening = match self.open_failed() {
+            // Failing: operations that find another opening under way fail at once.
+            Some(_) => self.opening.try_lock().map_err(|_| self.failing())?,
+            None => self.opening.lock().await,
+        };
         if let Some(backend) = self.working() {
             return Ok(backend);
         }
-        let backend = match &self.choice {
+        if let Some(failed) = self.open_failed()
+            && tokio::time::Instant::now() < failed.retry_at
+        {
+            return Err(self.failing());
+        }
+        let opened = match &self.choice {
             BackendChoice::Embedded => {
-                embedded::Embedded::open(self.path.clone(), self.durability).await
+                let file = embedded::FileSettings {
+                    durability: self.durability,
+                    sync_interval: self.sync_interval,
+                };
+                embedded::Embedded::open(self.path.clone(), file).await
             }
             BackendChoice::Redis(url) => {
                 self::redis::Redis::open(url.as_str(), self.timeout, self.ca.as_ref()).await
@@ -235,14 +261,94 @@ impl Shared {
             BackendChoice::None | BackendChoice::Env(_) => {
                 Err(Failure::Backend("the app has no store".into()))
             }
-        }?;
-        *crate::sync::lock(&self.current) = Some(backend.clone());
-        Ok(backend)
+        };
+        drop(opening);
+        let mut failed = crate::sync::lock(&self.failed);
+        match opened {
+            Ok(backend) => {
+                if let (Some(was), Some(log)) = (failed.take(), log) {
+                    log.info(format_args!(
+                        "key-value store ({}): open again, after {} failed tries",
+                        self.choice, was.tries
+                    ));
+                }
+                *crate::sync::lock(&self.current) = Some(backend.clone());
+                Ok(backend)
+            }
+            Err(failure) => {
+                let next = OpenFailed::after(failed.as_ref(), failure.why().to_string());
+                let first = failed.is_none();
+                *failed = Some(next);
+                drop(failed);
+                // The first failure of a run is logged (a `Backend` failure); the
+                // next ones only answer the guest.
+                if first {
+                    Err(failure)
+                } else {
+                    Err(self.failing())
+                }
+            }
+        }
     }
 
     /// The backend, if it is open.
     fn working(&self) -> Option<Arc<dyn Backend>> {
         crate::sync::lock(&self.current).clone()
+    }
+
+    fn open_failed(&self) -> Option<OpenFailed> {
+        crate::sync::lock(&self.failed).clone()
+    }
+
+    /// What an operation fails with while opening fails.
+    fn failing(&self) -> Failure {
+        let failed = crate::sync::lock(&self.failed);
+        let Some(failed) = failed.as_ref() else {
+            return Failure::Failing("the store is being opened".into());
+        };
+        let wait = failed
+            .retry_at
+            .saturating_duration_since(tokio::time::Instant::now());
+        // Zero: the wait is over and another operation is opening it now.
+        let next = match std::time::Duration::from_millis(wait.as_millis() as u64) {
+            wait if wait.is_zero() => "trying again now".to_string(),
+            wait => format!("next try in {}", humantime::format_duration(wait)),
+        };
+        Failure::Failing(format!(
+            "{} (failed to open {} times; {next})",
+            failed.why, failed.tries
+        ))
+    }
+}
+
+/// A backend that failed to open: why, and when opening is tried again. The wait
+/// doubles from [`FIRST_RETRY`] to [`LAST_RETRY`] while it keeps failing, so an app
+/// whose store cannot open (a second wedge holds the file, a bad directory) fails
+/// each operation at once and costs one opening a wait, not one an operation.
+#[derive(Clone)]
+struct OpenFailed {
+    why: String,
+    tries: u32,
+    wait: std::time::Duration,
+    retry_at: tokio::time::Instant,
+}
+
+const FIRST_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+const LAST_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl OpenFailed {
+    /// The failure `why` after `before`.
+    fn after(before: Option<&OpenFailed>, why: String) -> OpenFailed {
+        let (tries, wait) = match before {
+            None => (1, FIRST_RETRY),
+            Some(before) => (before.tries + 1, (before.wait * 2).min(LAST_RETRY)),
+        };
+        OpenFailed {
+            why,
+            tries,
+            wait,
+            retry_at: tokio::time::Instant::now() + wait,
+        }
     }
 }
 
@@ -253,7 +359,45 @@ pub struct AppStore {
     /// `None`: the app has no store (`backend = "none"`).
     shared: Option<Arc<Shared>>,
     in_flight: Semaphore,
+    written: WriteBudget,
     metrics: Arc<AppMetrics>,
+}
+
+/// What an app may still write (`max_write_rate`): refilled at the rate a second,
+/// up to one second's worth. A write passes while the app is not in debt and is
+/// charged in full, so one larger than a second's worth passes too and the app
+/// then waits it out: over any T seconds an app writes at most rate × (T + 1)
+/// bytes of keys and values, plus one write.
+struct WriteBudget {
+    rate: u64,
+    /// Bytes left (negative: owed) as of an instant.
+    left: Mutex<(f64, tokio::time::Instant)>,
+}
+
+impl WriteBudget {
+    fn new(rate: u64) -> WriteBudget {
+        WriteBudget {
+            rate,
+            left: Mutex::new((rate as f64, tokio::time::Instant::now())),
+        }
+    }
+
+    /// Charges a write of `bytes`, or refuses it while the app owes.
+    fn charge(&self, bytes: u64) -> Result<(), KvError> {
+        let now = tokio::time::Instant::now();
+        let mut left = crate::sync::lock(&self.left);
+        let rate = self.rate as f64;
+        let refilled = (left.0 + now.duration_since(left.1).as_secs_f64() * rate).min(rate);
+        *left = (refilled, now);
+        if refilled < 0.0 {
+            return Err(KvError::Other(format!(
+                "the app writes at most {} bytes of keys and values a second (max_write_rate)",
+                self.rate
+            )));
+        }
+        left.0 -= bytes as f64;
+        Ok(())
+    }
 }
 
 impl AppStore {
@@ -267,6 +411,7 @@ impl AppStore {
             },
             shared: None,
             in_flight: Semaphore::new(1),
+            written: WriteBudget::new(1),
             metrics: AppMetrics::detached(),
         })
     }
@@ -277,13 +422,16 @@ impl AppStore {
         AppStore {
             app: "test".into(),
             in_flight: Semaphore::new(settings.max_in_flight as usize),
+            written: WriteBudget::new(settings.max_write_rate),
             shared: Some(Arc::new(Shared {
                 choice: settings.backend.clone(),
                 path: PathBuf::new(),
                 durability: settings.durability,
+                sync_interval: settings.sync_interval,
                 timeout: settings.timeout,
                 ca: None,
                 current: Mutex::new(Some(backend)),
+                failed: Mutex::default(),
                 opening: tokio::sync::Mutex::default(),
             })),
             settings,
@@ -323,6 +471,17 @@ impl AppStore {
         Ok(())
     }
 
+    /// A batch of `n` keys, if it names at most `max_batch`.
+    fn check_batch(&self, n: usize) -> Result<(), KvError> {
+        let max = self.settings.max_batch;
+        if n as u64 > u64::from(max) {
+            return Err(KvError::Other(format!(
+                "the batch names {n} keys: a batch names at most {max} (max_batch)"
+            )));
+        }
+        Ok(())
+    }
+
     fn check_value(&self, value: &[u8]) -> Result<(), KvError> {
         let max = self.settings.max_value_size;
         if value.len() as u64 > max {
@@ -351,7 +510,7 @@ impl AppStore {
         let outcome = match check.and_then(|()| self.admit()) {
             Err(refused) => Err((KvOutcome::Refused, refused)),
             Ok((shared, _in_flight)) => {
-                let done = self.attempt(shared, operation, op).await;
+                let done = self.attempt(shared, log, operation, op).await;
                 done.map_err(|failure| match failure {
                     Failure::Quota(why) | Failure::Value(why) => {
                         (KvOutcome::Refused, KvError::Other(why))
@@ -359,6 +518,10 @@ impl AppStore {
                     Failure::Backend(why) => {
                         let backend = &self.settings.backend;
                         log.warn(format_args!("key-value store ({backend}): {why}"));
+                        let why = format!("the key-value store failed: {why}");
+                        (KvOutcome::Failed, KvError::Other(why))
+                    }
+                    Failure::Failing(why) => {
                         let why = format!("the key-value store failed: {why}");
                         (KvOutcome::Failed, KvError::Other(why))
                     }
@@ -392,6 +555,7 @@ impl AppStore {
     async fn attempt<T, F>(
         &self,
         shared: &Shared,
+        log: &GuestOutput,
         operation: KvOperation,
         op: impl FnOnce(Arc<dyn Backend>) -> F,
     ) -> Result<T, Failure>
@@ -400,7 +564,7 @@ impl AppStore {
     {
         let timeout = self.settings.timeout;
         let attempt = async {
-            let backend = shared.backend().await?;
+            let backend = shared.backend(Some(log)).await?;
             let done = op(backend.clone()).await?;
             if is_write(operation)
                 && let Some((keys, bytes)) = backend.totals(&self.app).await?
@@ -442,7 +606,9 @@ impl AppStore {
         keys: &[String],
         room: u64,
     ) -> Result<Vec<Option<Vec<u8>>>, KvError> {
-        let check = keys.iter().try_for_each(|key| self.check_key(key));
+        let check = self
+            .check_batch(keys.len())
+            .and_then(|()| keys.iter().try_for_each(|key| self.check_key(key)));
         self.run(log, KvOperation::Get, check, |b| async move {
             b.get_many(self.bucket(bucket), keys, room).await
         })
@@ -484,10 +650,18 @@ impl AppStore {
         bucket: &str,
         pairs: Vec<(String, Vec<u8>)>,
     ) -> Result<(), KvError> {
-        let check = pairs.iter().try_for_each(|(key, value)| {
-            self.check_key(key)?;
-            self.check_value(value)
-        });
+        let check = self
+            .check_batch(pairs.len())
+            .and_then(|()| {
+                pairs.iter().try_for_each(|(key, value)| {
+                    self.check_key(key)?;
+                    self.check_value(value)
+                })
+            })
+            .and_then(|()| {
+                let bytes = pairs.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+                self.written.charge(bytes)
+            });
         let quota = self.quota();
         self.run(log, KvOperation::Set, check, |b| async move {
             b.set_many(self.bucket(bucket), pairs, quota).await
@@ -501,7 +675,9 @@ impl AppStore {
         bucket: &str,
         keys: Vec<String>,
     ) -> Result<(), KvError> {
-        let check = keys.iter().try_for_each(|key| self.check_key(key));
+        let check = self
+            .check_batch(keys.len())
+            .and_then(|()| keys.iter().try_for_each(|key| self.check_key(key)));
         self.run(log, KvOperation::Delete, check, |b| async move {
             b.delete_many(self.bucket(bucket), keys).await
         })
@@ -515,7 +691,10 @@ impl AppStore {
         key: String,
         delta: i64,
     ) -> Result<i64, KvError> {
-        let check = self.check_key(&key);
+        // A sum is at most 20 digits.
+        let check = self
+            .check_key(&key)
+            .and_then(|()| self.written.charge(key.len() as u64 + 20));
         let quota = self.quota();
         self.run(log, KvOperation::Increment, check, |b| async move {
             b.increment(self.bucket(bucket), key, delta, quota).await
@@ -532,7 +711,10 @@ impl AppStore {
         expected: Option<Vec<u8>>,
         value: Vec<u8>,
     ) -> Result<bool, KvError> {
-        let check = self.check_key(&key).and_then(|()| self.check_value(&value));
+        let check = self
+            .check_key(&key)
+            .and_then(|()| self.check_value(&value))
+            .and_then(|()| self.written.charge((key.len() + value.len()) as u64));
         let quota = self.quota();
         self.run(log, KvOperation::Swap, check, |b| async move {
             b.swap(self.bucket(bucket), key, expected, value, quota)
@@ -557,6 +739,50 @@ impl KvView<'_> {
     fn bucket_name(&self, bucket: &Resource<OpenBucket>) -> wasmtime::Result<String> {
         Ok(self.table.get(bucket)?.name.clone())
     }
+
+    /// A handle on bucket `name`, if the app may open it and the instance may hold
+    /// one more handle.
+    fn open_bucket(
+        &mut self,
+        name: String,
+    ) -> wasmtime::Result<Result<Resource<OpenBucket>, KvError>> {
+        if let Err(error) = self.store.open(&name) {
+            return Ok(Err(error));
+        }
+        self.push_handle(OpenBucket::new(name))
+    }
+
+    /// `handle` in the instance's table, or an error once it holds `max_handles`
+    /// key-value handles: each is host memory and a table slot, and without this a
+    /// guest making them in a loop ran into the instance's `host_memory` (a trap).
+    fn push_handle<H: Send + 'static>(
+        &mut self,
+        handle: H,
+    ) -> wasmtime::Result<Result<Resource<H>, KvError>> {
+        let max = self.store.settings.max_handles;
+        if self.handles.held >= max {
+            return Ok(Err(KvError::Other(format!(
+                "the instance holds {max} key-value handles already (max_handles): drop some"
+            ))));
+        }
+        let pushed = self.table.push(handle)?;
+        self.handles.held += 1;
+        Ok(Ok(pushed))
+    }
+
+    /// Takes `handle` out of the instance's table.
+    fn drop_handle<H: 'static>(&mut self, handle: Resource<H>) -> wasmtime::Result<H> {
+        let dropped = self.table.delete(handle)?;
+        self.handles.held = self.handles.held.saturating_sub(1);
+        Ok(dropped)
+    }
+}
+
+/// The key-value handles (open buckets, compare-and-swap handles) an instance
+/// holds, counted against its app's `max_handles`.
+#[derive(Default)]
+pub(crate) struct KvHandles {
+    held: u32,
 }
 
 /// What the bindings of every version work with: the guest's resources, its app's
@@ -568,6 +794,7 @@ pub(crate) struct KvView<'a> {
     pub store: &'a Arc<AppStore>,
     pub log: &'a Arc<GuestOutput>,
     pub host_memory: &'a HostMemoryBudget,
+    pub handles: &'a mut KvHandles,
 }
 
 /// Links every `wasi:keyvalue` version wedge serves, each as `view` sees the store,

@@ -79,6 +79,8 @@ fn copy_into(old: &Path, building: &Path) -> Result<u64, Box<dyn Error>> {
     // commit is fsynced before the file is renamed into place.
     conn.pragma_update_and_check(None, "journal_mode", "MEMORY", |_| Ok(()))?;
     conn.pragma_update(None, "synchronous", "FULL")?;
+    // As a file wedge makes (embedded.rs `connect`): set before its first table.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
     let txn = conn.unchecked_transaction()?;
     txn.execute_batch(SCHEMA)?;
     let mut totals = Totals { keys: 0, bytes: 0 };

@@ -84,20 +84,14 @@ impl key_value::Host for KvView<'_> {}
 
 impl key_value::HostStore for KvView<'_> {
     fn drop(&mut self, bucket: Resource<OpenBucket>) -> wasmtime::Result<()> {
-        self.table.delete(bucket)?;
+        self.drop_handle(bucket)?;
         Ok(())
     }
 }
 
 impl<T> key_value::HostStoreWithStore<T> for HasKv {
     async fn open(accessor: &Accessor<T, Self>, label: String) -> Answer<Resource<OpenBucket>> {
-        accessor.with(|mut access| {
-            let view = access.get();
-            if let Err(error) = view.store.open(&label) {
-                return Ok(Err(wit(error)));
-            }
-            Ok(Ok(view.table.push(OpenBucket::new(label))?))
-        })
+        accessor.with(|mut access| Ok(access.get().open_bucket(label)?.map_err(wit)))
     }
 
     async fn get(

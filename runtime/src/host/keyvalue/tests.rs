@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::backend::{Backend, Bucket, Failure, ListFrom, Outcome, Quota};
-use super::embedded::{self, Durability, Embedded};
+use super::embedded::{self, Durability, Embedded, FileSettings};
 use super::{AppStore, KeyValue, KvError};
 use crate::host::guest_log::GuestOutput;
 use crate::host::limits::guest_output::OutputBudget;
@@ -152,6 +152,14 @@ fn bucket(name: &str) -> Bucket<'_> {
     Bucket { app: "app", name }
 }
 
+/// A file written as `durability` says, synced every second.
+fn every_second(durability: Durability) -> FileSettings {
+    FileSettings {
+        durability,
+        sync_interval: Duration::from_secs(1),
+    }
+}
+
 /// Each test of the embedded file runs with writes inline and batched.
 const BOTH: [Durability; 2] = [Durability::Os, Durability::Disk];
 
@@ -169,7 +177,9 @@ async fn the_embedded_file_keeps_values_counters_and_buckets_apart() {
 
 async fn keeps_values_counters_and_buckets_apart(durability: Durability) {
     let path = temp_file(&format!("basics-{durability}"));
-    let db = Embedded::open(path.clone(), durability).await.unwrap();
+    let db = Embedded::open(path.clone(), every_second(durability))
+        .await
+        .unwrap();
     let (a, b) = (bucket("a"), bucket("b"));
     assert_eq!(db.get(a, "k").await, Ok(None));
     db.set_many(a, vec![("k".into(), b"one".to_vec())], ROOMY)
@@ -204,7 +214,9 @@ async fn keeps_values_counters_and_buckets_apart(durability: Durability) {
     assert_eq!(db.totals("app").await, Ok(Some((2, 5)))); // n=-2, c=2
     drop(db);
     // What was acknowledged is in the file.
-    let db = Embedded::open(path, durability).await.unwrap();
+    let db = Embedded::open(path, every_second(durability))
+        .await
+        .unwrap();
     assert_eq!(db.get(a, "n").await, Ok(Some(b"-2".to_vec())));
     assert_eq!(db.get(b, "c").await, Ok(Some(b"2".to_vec())));
     // Purged: every bucket empty, the totals back to nothing, the file usable.
@@ -222,7 +234,7 @@ async fn keeps_values_counters_and_buckets_apart(durability: Durability) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn keys_are_listed_in_pages_by_either_cursor() {
-    let db = Embedded::open(temp_file("list"), Durability::Os)
+    let db = Embedded::open(temp_file("list"), every_second(Durability::Os))
         .await
         .unwrap();
     let a = bucket("a");
@@ -252,9 +264,12 @@ async fn quotas_count_every_bucket_and_a_refused_write_changes_nothing() {
 }
 
 async fn quotas_count_every_bucket(durability: Durability) {
-    let db = Embedded::open(temp_file(&format!("quota-{durability}")), durability)
-        .await
-        .unwrap();
+    let db = Embedded::open(
+        temp_file(&format!("quota-{durability}")),
+        every_second(durability),
+    )
+    .await
+    .unwrap();
     let quota = Quota {
         max_keys: 2,
         max_bytes: 8,
@@ -297,7 +312,9 @@ async fn concurrent_increments_are_never_lost() {
 
 async fn increments_are_never_lost(durability: Durability) {
     let path = temp_file(&format!("concurrent-{durability}"));
-    let db: Arc<dyn Backend> = Embedded::open(path, durability).await.unwrap();
+    let db: Arc<dyn Backend> = Embedded::open(path, every_second(durability))
+        .await
+        .unwrap();
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let db = db.clone();
@@ -359,7 +376,9 @@ async fn a_file_of_the_first_store_is_imported_once_and_kept() {
     let other: Pairs = &[("greeting", b"bonjour"), ("bin", &[0, 255, 1])];
     write_first_store_file(&old, &[("default", default), ("other", other)]);
 
-    let db = Embedded::open(path.clone(), Durability::Os).await.unwrap();
+    let db = Embedded::open(path.clone(), every_second(Durability::Os))
+        .await
+        .unwrap();
     let (a, b) = (bucket("default"), bucket("other"));
     assert_eq!(db.get(a, "greeting").await, Ok(Some(b"hello".to_vec())));
     assert_eq!(db.get(b, "greeting").await, Ok(Some(b"bonjour".to_vec())));
@@ -377,7 +396,9 @@ async fn a_file_of_the_first_store_is_imported_once_and_kept() {
 
     // With both files there, the SQLite one is used and the old one left alone.
     std::fs::rename(&kept, &old).unwrap();
-    let db = Embedded::open(path, Durability::Os).await.unwrap();
+    let db = Embedded::open(path, every_second(Durability::Os))
+        .await
+        .unwrap();
     assert_eq!(db.get(a, "greeting").await, Ok(Some(b"changed".to_vec())));
     assert_eq!(db.get(a, "hits").await, Ok(Some(b"42".to_vec())));
     assert_eq!(db.totals("app").await, Ok(Some((4, 42))));
@@ -391,7 +412,7 @@ async fn a_file_of_the_first_store_that_cannot_be_read_fails_the_store_and_stays
     let old = path.with_extension("redb");
     std::fs::write(&old, b"not a redb file").unwrap();
     for _ in 0..2 {
-        let why = match Embedded::open(path.clone(), Durability::Os).await {
+        let why = match Embedded::open(path.clone(), every_second(Durability::Os)).await {
             Err(Failure::Backend(why)) => why,
             Err(other) => panic!("not a backend failure: {other:?}"),
             Ok(_) => panic!("opened over a file it could not import"),
@@ -415,7 +436,7 @@ async fn a_file_of_the_first_store_that_cannot_be_read_fails_the_store_and_stays
 fn a_sync_empties_the_write_ahead_log() {
     let path = temp_file("wal");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let conn = embedded::connect(&path, "NORMAL", false).unwrap();
+    let conn = embedded::connect(&path, "NORMAL").unwrap();
     conn.execute_batch("CREATE TABLE t (v INTEGER)").unwrap();
     for v in 0..100 {
         conn.execute("INSERT INTO t VALUES (?1)", [v]).unwrap();
@@ -429,4 +450,172 @@ fn a_sync_empties_the_write_ahead_log() {
         .query_row("SELECT count(*) FROM t", [], |row| row.get(0))
         .unwrap();
     assert_eq!(rows, 100);
+}
+
+fn wal_len(path: &std::path::Path) -> u64 {
+    let wal = std::path::PathBuf::from(format!("{}-wal", path.display()));
+    std::fs::metadata(wal).map_or(0, |meta| meta.len())
+}
+
+/// A guest overwriting a large value without pause, its file synced once an hour:
+/// its WAL never holds more than `wal_limit` (its `max_bytes`, at least 4 MiB) and
+/// one write, whatever it writes (before, the WAL grew by every write until the
+/// next sync: 318 MB in a second at `max_bytes` 2 MiB); the syncs that keep it
+/// there start early, so the writes go on being acknowledged.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_writer_faster_than_its_syncs_keeps_the_wal_within_its_limit() {
+    for durability in BOTH {
+        wal_stays_bounded(durability).await;
+    }
+}
+
+async fn wal_stays_bounded(durability: Durability) {
+    let path = temp_file(&format!("wal-bound-{durability}"));
+    let hourly = FileSettings {
+        durability,
+        sync_interval: Duration::from_secs(3600),
+    };
+    let db = Embedded::open(path.clone(), hourly).await.unwrap();
+    let quota = Quota {
+        max_keys: 10,
+        max_bytes: 256 * 1024,
+    };
+    let limit = embedded::wal_limit(quota);
+    assert_eq!(limit, 4 << 20);
+    // Each value other than the last: SQLite writes no page an overwrite leaves
+    // as it was.
+    let value = |n: u8| vec![n; 200 * 1024];
+    // A write of 200 KiB takes 51 pages of 4 KiB and their 24-byte headers, and a
+    // few more for the tree and the totals.
+    let bound = limit + 64 * 4120;
+    let (mut acknowledged, mut tries) = (0, 0);
+    // 60 writes are 12 MiB: past the limit three times over.
+    while acknowledged < 60 {
+        tries += 1;
+        assert!(tries < 1_000_000, "writes stayed refused: no early sync");
+        let pair = vec![("k".into(), value(acknowledged))];
+        match db.set_many(bucket("a"), pair, quota).await {
+            Ok(()) => acknowledged += 1,
+            Err(Failure::Quota(why)) => {
+                assert!(why.contains("synced to disk"), "{why}");
+                tokio::task::yield_now().await;
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+        let len = wal_len(&path);
+        assert!(len <= bound, "{durability}: the WAL holds {len} bytes");
+    }
+    assert_eq!(db.get(bucket("a"), "k").await, Ok(Some(value(59))));
+}
+
+/// Deleted data gives its pages back to the disk at the next sync (incremental
+/// vacuum), once they are a quarter of the file; before, the file kept its size.
+/// (More than one sync's step is given back by the next syncs: by hand, 20 MiB
+/// deleted went back 8 MiB a second.)
+#[test]
+fn freed_pages_go_back_to_the_disk_at_a_sync() {
+    let path = temp_file("vacuum");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let conn = embedded::connect(&path, "NORMAL").unwrap();
+    conn.execute_batch("CREATE TABLE t (v BLOB)").unwrap();
+    for _ in 0..256 {
+        conn.execute("INSERT INTO t VALUES (zeroblob(8192))", [])
+            .unwrap();
+    }
+    assert!(embedded::sync_now(&conn));
+    let full = std::fs::metadata(&path).unwrap().len();
+    assert!(full > 2 << 20, "{full}");
+    conn.execute("DELETE FROM t", []).unwrap();
+    assert!(embedded::sync_now(&conn));
+    let emptied = std::fs::metadata(&path).unwrap().len();
+    assert!(emptied < full / 8, "{emptied} of {full} bytes left");
+}
+
+/// One app's file locked by another connection (a sync that a slow disk holds, a
+/// second process): its write waits on a blocking thread, and another app's
+/// write on the same (only) async thread is answered meanwhile; once the lock is
+/// released the waiting write lands. Before, the write waited in its host call,
+/// sleeping the async thread in steps up to a second, then failed, and the other
+/// app's write ran only after it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_locked_file_does_not_hold_up_another_apps_writes() {
+    let (stuck_path, free_path) = (temp_file("stuck"), temp_file("free"));
+    let stuck: Arc<dyn Backend> =
+        Arc::new(Embedded::open_now(&stuck_path, every_second(Durability::Os)).unwrap());
+    let free = Embedded::open_now(&free_path, every_second(Durability::Os)).unwrap();
+    let holder = embedded::connect(&stuck_path, "NORMAL").unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+
+    let (started, running) = tokio::sync::oneshot::channel();
+    let waiting = tokio::spawn(async move {
+        started.send(()).unwrap();
+        stuck
+            .set_many(bucket("a"), vec![("k".into(), b"late".to_vec())], ROOMY)
+            .await
+    });
+    // Resumes once the stuck write's task has run as far as it goes.
+    running.await.unwrap();
+    let answered = free.set_many(bucket("a"), vec![("k".into(), b"v".to_vec())], ROOMY);
+    assert_eq!(answered.await, Ok(()));
+    assert!(!waiting.is_finished(), "the stuck write ended first");
+    holder.execute_batch("COMMIT").unwrap();
+    assert_eq!(waiting.await.unwrap(), Ok(()));
+}
+
+/// A write budget lets one second's worth through, then refuses while the app owes
+/// and lets writes through again once time has paid the debt.
+#[tokio::test(start_paused = true)]
+async fn writes_past_the_write_rate_are_refused_until_time_pays_for_them() {
+    let budget = super::WriteBudget::new(1000);
+    assert_eq!(budget.charge(600), Ok(()));
+    // Not in debt yet: passes, and owes 200.
+    assert_eq!(budget.charge(600), Ok(()));
+    let why = other(budget.charge(1));
+    assert_eq!(
+        why,
+        "the app writes at most 1000 bytes of keys and values a second (max_write_rate)"
+    );
+    tokio::time::advance(Duration::from_millis(150)).await;
+    assert!(budget.charge(1).is_err());
+    tokio::time::advance(Duration::from_millis(100)).await;
+    assert_eq!(budget.charge(1), Ok(()));
+}
+
+/// A store that cannot open waits 1 s, 2 s, 4 s… up to 30 s between tries.
+#[test]
+fn a_failed_opening_is_tried_again_after_a_doubling_wait() {
+    let mut failed = super::OpenFailed::after(None, "x".into());
+    let mut waits = vec![failed.wait.as_secs()];
+    for _ in 0..6 {
+        failed = super::OpenFailed::after(Some(&failed), "x".into());
+        waits.push(failed.wait.as_secs());
+    }
+    assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30]);
+    assert_eq!(failed.tries, 7);
+}
+
+/// Operations of an app whose store cannot open fail at once, without trying to
+/// open it again until the wait is over (the fault gone meanwhile, they still
+/// fail), and the first failure alone is a `Backend` one, which is logged.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unopenable_store_fails_fast_until_its_wait_is_over() {
+    let data = temp_file("unopenable").parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("kv"), "not a directory").unwrap();
+    let host = super::KeyValueHost::new(&data);
+    let store = host
+        .store("app", &KeyValue::default(), AppMetrics::detached())
+        .unwrap();
+    let first = other(store.get(&log(), "default", "k").await);
+    assert!(
+        first.starts_with("the key-value store failed: cannot create"),
+        "{first}"
+    );
+    assert!(!first.contains("failed to open"), "{first}");
+    std::fs::remove_file(data.join("kv")).unwrap();
+    let fast = other(store.get(&log(), "default", "k").await);
+    assert!(
+        fast.contains("cannot create") && fast.contains("(failed to open 1 times; next try in "),
+        "{fast}"
+    );
 }
