@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use bytes::{Buf, Bytes};
 use support::h3::{H3Server, exchange, request, start};
 use support::protocols::{Answer, Proto, curl_send};
-use support::{pattern, sha256};
+use support::{Server, example, pattern, sha256, temp_dir};
 
 /// curl's arguments for one protocol on the cleartext listener.
 fn curl_proto(proto: Proto) -> &'static [&'static str] {
@@ -192,8 +192,17 @@ async fn json_api_routes_over_h3() {
 const FEED_READ: usize = 1024 * 1024;
 const FEED_CHUNK: usize = 16 * 1024;
 
-/// The log line the host writes when it stops a handler whose body was dropped.
+/// The log line the host writes when it stops a handler whose body was dropped
+/// (at debug level: [`start_feed`] logs it).
 const RELEASED: &str = "app `feed`: response body dropped before the handler finished";
+
+/// `wedge serve` of the feed example, logging its stopped handlers.
+fn start_feed() -> H3Server {
+    let data_dir = temp_dir("feed");
+    let log = "WEDGE_LOG=info,wedge::host::call=debug";
+    let server = Server::start_via(&["env", log], &example("feed"), &[], &data_dir);
+    H3Server { server, data_dir }
+}
 
 /// The first `FEED_READ` bytes are whole chunks numbered from 0.
 fn assert_feed(bytes: &[u8]) {
@@ -213,7 +222,7 @@ fn assert_feed(bytes: &[u8]) {
 /// Reads 1 MiB of the feed through curl, then kills curl (closing its
 /// connection) and waits for the server to log that the handler was stopped.
 fn feed_released_over_curl(proto: Proto) {
-    let server = start("feed", &[]);
+    let server = start_feed();
     assert!(!server.server.log().contains(RELEASED));
     let mut child = Command::new("curl")
         .args(["--silent", "--no-buffer", "--max-time", "120"])
@@ -247,7 +256,7 @@ fn feed_read_1_mib_then_hang_up_over_h2_releases_the_instance() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_read_1_mib_then_hang_up_over_h3_releases_the_instance() {
-    let server = start("feed", &[]);
+    let server = start_feed();
     let mut requests = server.connect().await;
     let mut stream = requests.send_request(request("GET", "/")).await.unwrap();
     stream.finish().await.unwrap();

@@ -136,11 +136,14 @@ impl Drop for GuestBody {
             && let Some(outcome) = &mut self.outcome
             && matches!(outcome.try_recv(), Err(oneshot::error::TryRecvError::Empty))
         {
-            // A client can cause one per request: within the app's log budget.
-            self.call.log.info(format_args!(
-                "response body dropped before the handler finished \
-                 (client gone or stream reset); handler stopped"
-            ));
+            // Debug: any client hanging up mid-response causes one (a load
+            // generator's connections at its end, a browser leaving a page); at
+            // info they were a line per connection.
+            tracing::debug!(
+                "app `{}`: response body dropped before the handler finished \
+                 (client gone or stream reset); handler stopped",
+                self.call.log.app()
+            );
         }
     }
 }
