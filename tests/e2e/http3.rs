@@ -734,9 +734,17 @@ async fn a_body_declared_over_the_apps_limit_gets_413() {
         .insert(http::header::CONTENT_LENGTH, "4096".parse().unwrap());
     let stream = requests.send_request(post).await.unwrap();
     let (mut upload, mut download) = stream.split();
-    // Refused before the guest runs: the server may stop the upload.
-    let _ = upload.send_data(Bytes::from(vec![b'y'; 4096])).await;
-    let _ = upload.finish().await;
+    // Refused before the guest runs: the server may stop the upload. Then no
+    // finish: after a failed write, h3-quinn's client takes the finish's frame for a
+    // second write in flight and closes the whole connection (H3_INTERNAL_ERROR),
+    // which would fail the next request for a reason of the client's own.
+    if upload
+        .send_data(Bytes::from(vec![b'y'; 4096]))
+        .await
+        .is_ok()
+    {
+        let _ = upload.finish().await;
+    }
     let status = download.recv_response().await.unwrap().status();
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     let (status, body) = exchange(&mut requests, "POST", "/", Some(b"small".to_vec())).await;
