@@ -340,3 +340,34 @@ fn a_reused_instance_s_response_body_ends_at_its_wall_time() {
     assert_eq!(samples.get("wedge_guest_faults_total", &wall), 1.0);
     assert_eq!(wedge.created("probe"), 1.0, "the instance lives on");
 }
+
+#[test]
+fn another_request_s_trap_does_not_cut_off_a_body_its_guest_finished() {
+    let limits = "instance_reuse = 100\ninstance_idle = \"60s\"";
+    let wedge = Metered::start(&[app("hostile", "hostile", "/", limits)]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        // A small stream window: the body waits in wedge, not in the client, after
+        // its guest finished it and its call returned.
+        let builder = {
+            let mut builder = h2::client::Builder::new();
+            builder.initial_window_size(1024);
+            builder
+        };
+        let addr = wedge.server().authority().parse().unwrap();
+        let mut client = support::h2::client_with(addr, builder).await;
+        let answered = send(&mut client, "/unflushed?kib=4").await.unwrap();
+        assert_eq!(answered.status(), 200);
+        wedge.server().wait_for_log("hostile: unflushed answered");
+        // The next request traps on the same instance, which is dropped.
+        let (status, _) = answer(send(&mut client, "/trap")).await;
+        assert_eq!(status, 500);
+        assert_eq!(
+            wedge.created("hostile"),
+            1.0,
+            "/trap ran on another instance"
+        );
+        let body = support::h2::read_body(answered.into_body()).await;
+        assert_eq!(body.len(), 4 * 1024);
+    });
+}

@@ -9,6 +9,7 @@ use wasmtime::{CallHook, Store, StoreContextMut, UpdateDeadline};
 use wasmtime_wasi::cli::{StdinStream, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_config::WasiConfig;
+use wasmtime_wasi_http::p2::body::HostOutgoingBody;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::guest_log::{Channel, GuestLog, GuestOutput};
@@ -45,6 +46,14 @@ impl GuestState {
         if self.cpu.admit_request(claim, one_at_a_time, Instant::now()) {
             self.limiter.denied = false;
         }
+    }
+
+    /// Whether the guest still holds a WASI 0.2 outgoing body it has not finished
+    /// (one it may write to, or drop unfinished, in a later call).
+    pub(crate) fn holds_unfinished_body(&mut self) -> bool {
+        self.table
+            .iter_mut()
+            .any(|entry| entry.is::<HostOutgoingBody>())
     }
 }
 

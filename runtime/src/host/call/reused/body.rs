@@ -40,12 +40,13 @@ impl ReusedBody {
         }
     }
 
+    /// The failure of the instance, if it can still cut this body off.
     fn failure(&self) -> Option<Fault> {
-        self.caller
-            .claim
-            .instance
-            .get()
-            .and_then(|shared| shared.failure())
+        let claim = &self.caller.claim;
+        if claim.body_finished.get().is_some() {
+            return None;
+        }
+        claim.instance.get().and_then(|shared| shared.failure())
     }
 
     /// Ends the body at its deadline, as a fault of this request.

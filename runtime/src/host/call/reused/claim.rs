@@ -34,6 +34,10 @@ pub(super) struct Claim {
     /// Set once the client abandoned the request while its guest held the claim:
     /// counts against the client's connection until the claim is released.
     pub(super) abandoned: OnceLock<AbandonedMark>,
+    /// Set once the guest returned from the request's call with its response body
+    /// finished: all of it is then with the host, and a later failure of the
+    /// instance (another request's trap) does not cut it off.
+    pub(super) body_finished: OnceLock<()>,
 }
 
 /// The caller's hold on a request's claim: its handler future, then its response

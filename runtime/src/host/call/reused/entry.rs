@@ -57,6 +57,7 @@ pub(in crate::host::call) async fn serve<B: IncomingBody>(
         _slot: slot,
         instance: OnceLock::new(),
         abandoned: OnceLock::new(),
+        body_finished: OnceLock::new(),
     });
     let (verdict_tx, verdict) = oneshot::channel();
     // Dropped before the response is done (the client left): the request counts

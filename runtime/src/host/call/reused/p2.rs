@@ -136,6 +136,11 @@ pub(super) async fn handle(
             deadline,
         );
         let outcome = suspending(called).await;
+        // A body the guest finished in its own call is all with the host; one it
+        // still holds may yet be cut off by the instance's failure.
+        if outcome.is_ok() && !instance.store.data_mut().holds_unfinished_body() {
+            let _ = claim.body_finished.set(());
+        }
         match &outcome {
             Ok(()) if instance.has_room(&app) => {
                 let idle = app.limits.reuse.idle;
