@@ -363,6 +363,19 @@ pub struct AppStore {
     metrics: Arc<AppMetrics>,
 }
 
+impl AppStore {
+    /// `why` as the guest may read it: the host's directories (the data dir, in
+    /// the embedded store's messages) are no tenant's business, so its app's file
+    /// is named `$DATA_DIR/kv/FILE`; the log keeps the whole path.
+    fn for_guest(&self, why: &str) -> String {
+        let dir = self.shared.as_ref().and_then(|s| s.path.parent());
+        match dir.map(|d| d.display().to_string()) {
+            Some(dir) if !dir.is_empty() => why.replace(&dir, "$DATA_DIR/kv"),
+            _ => why.to_string(),
+        }
+    }
+}
+
 /// What an app may still write (`max_write_rate`): refilled at the rate a second,
 /// up to one second's worth. A write passes while the app is not in debt and is
 /// charged in full, so one larger than a second's worth passes too and the app
@@ -518,11 +531,11 @@ impl AppStore {
                     Failure::Backend(why) => {
                         let backend = &self.settings.backend;
                         log.warn(format_args!("key-value store ({backend}): {why}"));
-                        let why = format!("the key-value store failed: {why}");
+                        let why = format!("the key-value store failed: {}", self.for_guest(&why));
                         (KvOutcome::Failed, KvError::Other(why))
                     }
                     Failure::Failing(why) => {
-                        let why = format!("the key-value store failed: {why}");
+                        let why = format!("the key-value store failed: {}", self.for_guest(&why));
                         (KvOutcome::Failed, KvError::Other(why))
                     }
                 })
