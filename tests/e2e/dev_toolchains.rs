@@ -7,14 +7,12 @@
 //! componentize-js from npm. That one needs Node.js 20+ and npm: without them it says
 //! so and passes, unless `WEDGE_REQUIRE_NPM=1` (CI), which makes it fail.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use support::dev::{builds_stay, get, head_and_body, wait_for_body, wait_for_builds};
-use support::{Server, example, repo, temp_dir};
+use support::{Server, example, temp_dir};
 
 /// A build command of shell tools: copies the component that `src/component` names.
 const COPY: &str = "mkdir -p dist && cp \"$(cat src/component)\" dist/app.wasm";
@@ -209,78 +207,10 @@ fn node_and_npm() -> bool {
     false
 }
 
-/// The JS project's dependencies (componentize-js, from npm), installed with
-/// `npm ci` into target/npm/js-hello once and kept while its package-lock.json is
-/// the same: its `node_modules`.
-fn js_dependencies() -> PathBuf {
-    static INSTALLED: OnceLock<PathBuf> = OnceLock::new();
-    INSTALLED.get_or_init(install_js_dependencies).clone()
-}
-
-fn install_js_dependencies() -> PathBuf {
-    let fixture = repo().join("tests/fixtures/js-hello");
-    let dir = repo().join("target/npm/js-hello");
-    std::fs::create_dir_all(&dir).unwrap();
-    // Other test processes may install at the same time.
-    let lock = std::fs::File::create(dir.join(".wedge-tests.lock")).unwrap();
-    lock.lock().unwrap();
-    let wanted = std::fs::read(fixture.join("package-lock.json")).unwrap();
-    let stamp = dir.join("installed-package-lock.json");
-    if std::fs::read(&stamp).ok().as_ref() == Some(&wanted) {
-        return dir.join("node_modules");
-    }
-    let _ = std::fs::remove_file(&stamp);
-    for file in ["package.json", "package-lock.json"] {
-        std::fs::copy(fixture.join(file), dir.join(file)).unwrap();
-    }
-    let mut npm = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund"])
-        .current_dir(&dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running npm");
-    // Bounded: about 20 s here, from the npm registry.
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let status = loop {
-        if let Some(status) = npm.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = npm.kill();
-            panic!("npm ci in {} did not finish in 10 minutes", dir.display());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut output = String::new();
-    let _ = npm.stdout.take().unwrap().read_to_string(&mut output);
-    let _ = npm.stderr.take().unwrap().read_to_string(&mut output);
-    assert!(status.success(), "npm ci failed ({status}):\n{output}");
-    std::fs::write(&stamp, wanted).unwrap();
-    dir.join("node_modules")
-}
-
 /// A copy of tests/fixtures/js-hello (a componentize-js project whose wedge.toml says
 /// how to build it) with its dependencies linked in.
 fn js_project(tag: &str) -> PathBuf {
-    let dir = temp_dir(tag);
-    copy_dir(&repo().join("tests/fixtures/js-hello"), &dir);
-    std::os::unix::fs::symlink(js_dependencies(), dir.join("node_modules")).unwrap();
-    dir
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
+    support::js::project(&temp_dir(tag)).unwrap_or_else(|why| panic!("{why}"))
 }
 
 /// Issue 17 item 10: a componentize-js project (`npm run build`) in the dev loop:

@@ -15,6 +15,7 @@ pub mod engine;
 pub mod faults;
 pub mod h2;
 pub mod h3;
+pub mod js;
 pub mod metered;
 pub mod protocols;
 pub mod redis;

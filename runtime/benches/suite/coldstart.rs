@@ -84,23 +84,11 @@ pub fn measure(settings: &Settings, wedge: &Path) -> Result<ColdStart> {
     })
 }
 
-/// tests/fixtures/js-hello built with its pinned componentize-js into
-/// target/bench-js-hello (`npm ci` when its lock file changed, then `npm run build`).
+/// tests/fixtures/js-hello built with its pinned componentize-js (installed once,
+/// as the tests do: `support::js`) in target/bench-js-hello.
 fn build_js_hello(repo: &Path) -> Result<PathBuf> {
-    let fixture = repo.join("tests/fixtures/js-hello");
-    let dir = repo.join("target/bench-js-hello");
-    std::fs::create_dir_all(dir.join("src"))?;
-    for file in ["package.json", "package-lock.json", "src/app.js"] {
-        std::fs::copy(fixture.join(file), dir.join(file))
-            .with_context(|| format!("copying {file} of {}", fixture.display()))?;
-    }
-    copy_dir(&fixture.join("wit"), &dir.join("wit"))?;
-    let lock = std::fs::read(fixture.join("package-lock.json"))?;
-    let stamp = dir.join("installed-package-lock.json");
-    if std::fs::read(&stamp).ok().as_ref() != Some(&lock) {
-        npm(&dir, &["ci", "--no-audit", "--no-fund"])?;
-        std::fs::write(&stamp, &lock)?;
-    }
+    let dir =
+        support::js::project(&repo.join("target/bench-js-hello")).map_err(anyhow::Error::msg)?;
     npm(&dir, &["run", "build"])?;
     Ok(dir.join("dist/app.wasm"))
 }
@@ -120,20 +108,6 @@ fn npm(dir: &Path, args: &[&str]) -> Result<()> {
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         );
-    }
-    Ok(())
-}
-
-fn copy_dir(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_dir(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), target)?;
-        }
     }
     Ok(())
 }
