@@ -497,9 +497,12 @@ pub(crate) async fn send(response: Response, out: wasip2::http::types::ResponseO
                 eprintln!("wedge-sdk: finishing the response body failed: {e:?}");
             }
         }
+        // Dropping an outgoing-body without `finish` tells the host the body
+        // was aborted. A client that left is routine (a browser leaving a page,
+        // a load generator ending): that says nothing worth a line of the app's
+        // log; any other failure does.
+        Err(e) if e.kind() == ErrorKind::Closed => drop(wasi_body),
         Err(e) => {
-            // Dropping an outgoing-body without `finish` tells the host the
-            // body was aborted.
             eprintln!("wedge-sdk: response body aborted: {e}");
             drop(wasi_body);
         }

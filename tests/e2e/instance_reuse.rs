@@ -371,3 +371,23 @@ fn another_request_s_trap_does_not_cut_off_a_body_its_guest_finished() {
         assert_eq!(body.len(), 4 * 1024);
     });
 }
+
+/// A client that leaves mid-body is routine: the SDK's streamed response ends
+/// without a line in the app's log (it used to write "wedge-sdk: response body
+/// aborted: body stream closed" for every one).
+#[test]
+fn a_client_leaving_a_streamed_response_writes_nothing_to_the_apps_log() {
+    use std::io::{Read, Write};
+    // One slot: the second request is let in only once the first call returned,
+    // which is after the SDK would have written its line.
+    let limits = "instance_reuse = 2\nmax_concurrent = 1";
+    let wedge = Metered::start_with(&[app("feed", "feed", "/feed", limits)], &["--access-log"]);
+    for path in ["/feed/first", "/feed/second"] {
+        let mut client = std::net::TcpStream::connect(wedge.server().authority()).unwrap();
+        write!(client, "GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+        client.read_exact(&mut [0; 4096]).unwrap();
+    }
+    // Logged when the connection let go of the second body: after the first call.
+    let log = wedge.server().wait_for_log("GET /feed/second ");
+    assert!(!log.contains("[feed stderr]"), "{log}");
+}
