@@ -220,6 +220,51 @@ async fn n_synchronous_responses_in_one_read_leave_in_one_write() {
     assert_eq!(wire.writes.load(Ordering::Relaxed) - before, 1);
 }
 
+/// Issue 20: a connection polls a stream's handler when that handler is woken, not
+/// whenever any stream of the connection moves. 16 parked handlers answered one by one
+/// were polled 3, 5, … 33 times each (every pass polled every stream: O(N) polls per
+/// request); now each is polled twice, once as it starts and once when answered.
+#[tokio::test]
+async fn a_parked_handler_is_polled_only_when_woken() {
+    const N: usize = 16;
+    let gates = Arc::new(Mutex::new(Vec::new()));
+    let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
+    let handler = native({
+        let (gates, polls) = (gates.clone(), polls.clone());
+        move |_, _| {
+            let (go, mut told) = oneshot::channel::<()>();
+            let mut gates = gates.lock().unwrap();
+            let stream = gates.len();
+            gates.push(go);
+            let polls = polls.clone();
+            Answer::Later(Box::pin(std::future::poll_fn(move |cx| {
+                polls[stream].fetch_add(1, Ordering::Relaxed);
+                let _ = std::task::ready!(Pin::new(&mut told).poll(cx));
+                Poll::Ready(Response::new(ResponseBody::Full(Some(Bytes::from_static(
+                    b"hi",
+                )))))
+            })))
+        }
+    });
+    let (mut raw, _wire, _shutdown) = pipe(handler, H2Config::default());
+    handshake(&mut raw).await;
+    raw.settings_ack();
+    for i in 0..N as u32 {
+        raw.get(1 + 2 * i, "/");
+    }
+    raw.flush().await;
+    while gates.lock().unwrap().len() < N {
+        tokio::task::yield_now().await;
+    }
+    let gates = std::mem::take(&mut *gates.lock().unwrap());
+    for go in gates {
+        go.send(()).unwrap();
+        raw.responses_end(1).await;
+    }
+    let polls: Vec<usize> = polls.iter().map(|n| n.load(Ordering::Relaxed)).collect();
+    assert_eq!(polls, [2; N], "polls of each stream's handler");
+}
+
 #[tokio::test]
 async fn a_failed_write_tells_a_parked_body_reader_the_peer_is_gone() {
     let (told_tx, told_rx) = oneshot::channel();

@@ -3,12 +3,14 @@
 //!
 //! One task per connection owns the core, the streams and the transport, so no state is
 //! shared but each request body's inbox. Each pass reads what the socket has, lets the
-//! core turn it into events, polls every stream's handler and body, and writes the stage
-//! as one turn (DESIGN 4.2). A handler that parks is just a stream whose future is
-//! pending: everyone else's responses still leave in the same coalesced write (4.4).
+//! core turn it into events, polls the handler and body of every stream that was woken
+//! (`stream_wake`), and writes the stage as one turn (DESIGN 4.2). A handler that parks
+//! is just a stream whose future is pending: everyone else's responses still leave in
+//! the same coalesced write (4.4), and it is not polled again until it is woken.
 
 mod config;
 mod response;
+mod stream_wake;
 mod write_queue;
 
 use std::future::Future;
@@ -37,6 +39,7 @@ use crate::net::response_fields::has_content;
 use crate::net::service::Service;
 use crate::net::uri::RequestScheme;
 use response::{Outgoing, Progress};
+use stream_wake::{StreamWaker, StreamWakers};
 use write_queue::WriteQueue;
 
 /// Serves one HTTP/2 connection (h2c after the preface sniff, or h2 after ALPN) until
@@ -113,6 +116,8 @@ struct Slot<H: Handler> {
     /// A HEAD request: the response is its head alone (RFC 9110 §9.3.2), whatever body
     /// the handler gives.
     head_only: bool,
+    /// What its handler and body are polled with; marked when the stream is to be polled.
+    waker: StreamWaker,
 }
 
 /// A handler that panicked before answering gets a bare 500 (DESIGN 4.4); the head is
@@ -140,6 +145,7 @@ struct Driver<IO, H: Handler> {
     events: Vec<Event>,
     queue: WriteQueue,
     slots: Vec<Slot<H>>,
+    wakers: StreamWakers,
     bodies: InboxPool,
     stats: Arc<ConnStats>,
     shutdown: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
@@ -199,6 +205,7 @@ where
             queue,
             // Preallocated up to a point: a huge limit must not be a huge allocation.
             slots: Vec::with_capacity((config.core.max_concurrent_streams as usize).min(256)),
+            wakers: StreamWakers::new(),
             bodies: InboxPool::new(stats.clone()),
             stats,
             shutdown: Some(Box::pin(async move {
@@ -220,16 +227,23 @@ where
     }
 
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.wakers.register(cx.waker());
         for _ in 0..TURNS_PER_POLL {
             self.poll_shutdown(cx);
             let mut progress =
                 self.closing == Closing::No && !self.backed_up() && self.poll_read(cx);
             if self.closing == Closing::No {
-                progress |= self.poll_streams(cx);
+                progress |= self.poll_streams();
             }
             self.stats.queued(self.queue.len());
             match self.queue.poll_write(&mut self.io, cx) {
-                Poll::Ready(Ok(turned)) => progress |= turned,
+                Poll::Ready(Ok(turned)) => {
+                    if turned {
+                        // A new turn: what a body could not stage in the last one.
+                        self.mark_parked_on_connection();
+                    }
+                    progress |= turned;
+                }
                 Poll::Ready(Err(err)) => {
                     tracing::debug!("http/2 write failed: {err}");
                     self.fault = self.fault.or(self.io_fault(&err));
@@ -314,6 +328,8 @@ where
         let result = self
             .conn
             .recv(&self.read_buf, self.queue.stage(), &mut self.events);
+        // What came in may be flow credit (WINDOW_UPDATE, SETTINGS).
+        self.mark_parked_on_connection();
         match result {
             Ok(used) => self.dispatch(used),
             Err(err) => {
@@ -357,6 +373,7 @@ where
                             phase: Phase::Handling(future),
                             inbox,
                             head_only,
+                            waker: self.wakers.rent(),
                         }),
                         Err(_) => {
                             tracing::error!("stream {}: the handler panicked", stream.get());
@@ -400,12 +417,16 @@ where
             .and_then(|s| s.inbox.as_ref())
     }
 
-    /// Polls every stream once; `true` if any staged something or finished.
-    fn poll_streams(&mut self, cx: &mut Context<'_>) -> bool {
+    /// Polls every stream that was woken or marked, once; `true` if any finished.
+    fn poll_streams(&mut self) -> bool {
         let mut progress = false;
         let mut i = 0;
         while i < self.slots.len() {
-            let done = self.poll_slot(i, cx);
+            if !self.slots[i].waker.take_mark() {
+                i += 1;
+                continue;
+            }
+            let done = self.poll_slot(i);
             progress |= done;
             if done {
                 // In order: streams are served first come, first served.
@@ -418,10 +439,11 @@ where
         progress
     }
 
-    /// Drives one stream; `true` once its response has ended.
-    fn poll_slot(&mut self, i: usize, cx: &mut Context<'_>) -> bool {
+    /// Drives one stream, with its own waker; `true` once its response has ended.
+    fn poll_slot(&mut self, i: usize) -> bool {
         let slot = &mut self.slots[i];
         let id = slot.id;
+        let cx = &mut Context::from_waker(slot.waker.waker());
         if let Some(inbox) = &slot.inbox {
             let read = inbox.take_consumed(cx.waker());
             if read > 0 {
@@ -466,11 +488,32 @@ where
     }
 
     /// A stream is over: its handler and body are dropped (a guest still running is
-    /// stopped), and its inbox, once nobody else holds it, is kept for the next stream.
+    /// stopped), and its inbox, once nobody else holds it, and its waker are kept for
+    /// the next stream.
     fn retire(&mut self, slot: Slot<H>, why: BodyGone) {
-        let Some(inbox) = slot.inbox else { return };
-        drop(slot.phase);
-        self.bodies.give_back(inbox, why);
+        let Slot {
+            phase,
+            inbox,
+            waker,
+            ..
+        } = slot;
+        drop(phase);
+        self.wakers.give_back(waker);
+        if let Some(inbox) = inbox {
+            self.bodies.give_back(inbox, why);
+        }
+    }
+
+    /// Marks the streams whose bodies wait on the connection (flow credit, or the next
+    /// turn) with a chunk in hand: no waker of theirs tells when that comes.
+    fn mark_parked_on_connection(&mut self) {
+        for slot in &self.slots {
+            if let Phase::Sending(outgoing) = &slot.phase
+                && outgoing.has_pending()
+            {
+                slot.waker.mark();
+            }
+        }
     }
 
     /// Ends every stream at once; what is staged (a GOAWAY) is still flushed.

@@ -52,6 +52,12 @@ impl<B: ResponseStream> Outgoing<B> {
         }
     }
 
+    /// Whether a chunk taken from the body waits to be staged: on flow credit or on the
+    /// next turn, which only the connection tells.
+    pub(super) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// Whether the body waits on flow credit: a zero window, however much is pending.
     pub(super) fn is_stalled(&self, conn: &mut Connection, id: StreamId) -> bool {
         conn.send_credit(id) == 0
