@@ -265,6 +265,43 @@ async fn a_parked_handler_is_polled_only_when_woken() {
     assert_eq!(polls, [2; N], "polls of each stream's handler");
 }
 
+/// Issue 20: a response staged while other streams' handlers still run waits one turn
+/// of the worker, so one answered by another task in that turn shares its write (as a
+/// WASI 0.3 guest's instance answers requests from its own task). Without the hold the
+/// two responses below left in two writes.
+#[tokio::test]
+async fn responses_answered_by_other_tasks_in_one_turn_share_a_write() {
+    let gates = Arc::new(Mutex::new(Vec::new()));
+    let handler = native({
+        let gates = gates.clone();
+        move |_, _| {
+            let (go, told) = oneshot::channel::<()>();
+            gates.lock().unwrap().push(go);
+            Answer::Later(Box::pin(async move {
+                let _ = told.await;
+                Response::new(ResponseBody::Full(Some(Bytes::from_static(b"hi"))))
+            }))
+        }
+    });
+    let (mut raw, wire, _shutdown) = pipe(handler, H2Config::default());
+    handshake(&mut raw).await;
+    raw.settings_ack();
+    raw.get(1, "/").get(3, "/");
+    raw.flush().await;
+    while gates.lock().unwrap().len() < 2 {
+        tokio::task::yield_now().await;
+    }
+    let mut gates = std::mem::take(&mut *gates.lock().unwrap()).into_iter();
+    let (first, second) = (gates.next().unwrap(), gates.next().unwrap());
+    let before = wire.writes.load(Ordering::Relaxed);
+    // The first is answered now; the second by a task that runs after the
+    // connection's next poll (this runtime runs its tasks in the order they woke).
+    first.send(()).unwrap();
+    tokio::spawn(async move { second.send(()).unwrap() });
+    raw.responses_end(2).await;
+    assert_eq!(wire.writes.load(Ordering::Relaxed) - before, 1);
+}
+
 #[tokio::test]
 async fn a_failed_write_tells_a_parked_body_reader_the_peer_is_gone() {
     let (told_tx, told_rx) = oneshot::channel();

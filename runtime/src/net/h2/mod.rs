@@ -167,6 +167,8 @@ struct Driver<IO, H: Handler> {
     /// The core's DATA octets sent when last looked at.
     last_data_sent: u64,
     closing: Closing,
+    /// The stage was held back once since the last write (`hold_write`).
+    held: bool,
     /// The peer fault the connection is ending for, if any.
     fault: Option<CloseReason>,
 }
@@ -221,6 +223,7 @@ where
             last_written: 0,
             last_data_sent: 0,
             closing: Closing::No,
+            held: false,
             fault: None,
             config,
         }
@@ -236,6 +239,11 @@ where
                 progress |= self.poll_streams();
             }
             self.stats.queued(self.queue.len());
+            if self.hold_write() {
+                // Back after whatever else this worker has to run now.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             match self.queue.poll_write(&mut self.io, cx) {
                 Poll::Ready(Ok(turned)) => {
                     if turned {
@@ -502,6 +510,22 @@ where
         if let Some(inbox) = inbox {
             self.bodies.give_back(inbox, why);
         }
+    }
+
+    /// Whether to hold the stage back for one turn of the worker instead of writing it
+    /// now: once, while other streams' handlers still run. Handlers answered by other
+    /// tasks of the worker (a guest's instance answers its requests from its own task)
+    /// then share the write, rather than each costing a write and a wake-up of the
+    /// peer. What is staged waits one turn at most: the next poll writes it.
+    fn hold_write(&mut self) -> bool {
+        if std::mem::take(&mut self.held) || self.closing != Closing::No || self.queue.is_empty() {
+            return false;
+        }
+        self.held = self
+            .slots
+            .iter()
+            .any(|slot| matches!(slot.phase, Phase::Handling(_)));
+        self.held
     }
 
     /// Marks the streams whose bodies wait on the connection (flow credit, or the next
