@@ -69,12 +69,42 @@ fn the_counter_counts_and_keeps_its_counts_across_a_restart() {
 /// fsync) and with `disk` (fsync before the acknowledgement).
 #[test]
 fn acknowledged_increments_survive_kill_9() {
-    increments_survive_kill_9(&[], "wedge-kv-sync");
+    increments_survive_kill_9(&[], "wedge-kv-sync", Grouped::Maybe);
 }
 
 #[test]
 fn acknowledged_increments_survive_kill_9_with_disk_durability() {
-    increments_survive_kill_9(&["--kv-durability", "disk"], "wedge-kv-writer");
+    increments_survive_kill_9(
+        &["--kv-durability", "disk"],
+        "wedge-kv-writer",
+        Grouped::Maybe,
+    );
+}
+
+/// The same once commits held several increments each (`os` groups the writes of
+/// one turn of the event loop into one commit): each client sends 16 at once, and
+/// the file is synced hourly, so its write-ahead log keeps a page for every
+/// commit; the kill comes once it holds fewer pages than increments were
+/// acknowledged before it was looked at.
+#[test]
+fn acknowledged_increments_survive_kill_9_when_commits_are_grouped() {
+    let flags = ["--kv-sync-interval", "1h"];
+    increments_survive_kill_9(&flags, "wedge-kv-sync", Grouped::Seen);
+}
+
+/// Whether a kill test waits until commits were seen holding several writes.
+#[derive(PartialEq)]
+enum Grouped {
+    Maybe,
+    Seen,
+}
+
+/// Pages (WAL frames) the write-ahead log of app `app`'s file under `data` holds.
+fn wal_frames(data: &std::path::Path, app: &str) -> u64 {
+    let wal = data.join(format!("kv/{app}.sqlite3-wal"));
+    let len = std::fs::metadata(wal).map_or(0, |meta| meta.len());
+    // A 32-byte header, then a 4 KiB page and a 24-byte header a frame.
+    len.saturating_sub(32) / (4096 + 24)
 }
 
 /// The names of the threads of process `pid`.
@@ -88,8 +118,12 @@ fn thread_names(pid: u32) -> Vec<String> {
 
 /// `kill -9` under increments, with `flags`; the store's file has a thread named
 /// `thread` (the syncer of `os`, the writer of `disk`): the setting reached it.
-fn increments_survive_kill_9(flags: &[&str], thread: &str) {
+/// `grouped`: each client sends [`AT_ONCE`] increments at once, and the kill waits
+/// until commits were seen holding several.
+fn increments_survive_kill_9(flags: &[&str], thread: &str, grouped: Grouped) {
     const CLIENTS: u64 = 4;
+    const AT_ONCE: u64 = 16;
+    let at_once = if grouped == Grouped::Seen { AT_ONCE } else { 1 };
     let data = temp_dir("kv-kill");
     let counter = example("counter");
     let args = [&["--no-tls"], flags].concat();
@@ -109,17 +143,26 @@ fn increments_survive_kill_9(flags: &[&str], thread: &str) {
             let (url, acked, largest, stop) =
                 (url.clone(), acked.clone(), largest.clone(), stop.clone());
             std::thread::spawn(move || {
-                // Bounded: 100 increments each at most.
+                let parallel = at_once.to_string();
+                let mut args = vec!["--parallel", "--parallel-immediate", "--parallel-max"];
+                args.extend([parallel.as_str(), "--request", "POST"]);
+                args.extend((0..at_once).map(|_| url.as_str()));
+                // Bounded: 100 rounds each at most.
                 for _ in 0..100 {
                     if stop.load(Ordering::SeqCst) {
                         return;
                     }
-                    let out = curl(&["--fail", "--request", "POST", &url]);
-                    let Ok(n) = String::from_utf8_lossy(&out.stdout).trim().parse::<u64>() else {
+                    let out = curl(&args);
+                    let text = String::from_utf8_lossy(&out.stdout);
+                    let answered: Vec<u64> =
+                        text.lines().filter_map(|n| n.trim().parse().ok()).collect();
+                    if answered.is_empty() {
                         return; // the server is gone
-                    };
-                    largest.fetch_max(n, Ordering::SeqCst);
-                    acked.fetch_add(1, Ordering::SeqCst);
+                    }
+                    for n in answered {
+                        largest.fetch_max(n, Ordering::SeqCst);
+                        acked.fetch_add(1, Ordering::SeqCst);
+                    }
                 }
             })
         })
@@ -127,6 +170,14 @@ fn increments_survive_kill_9(flags: &[&str], thread: &str) {
     support::poll_until("40 acknowledged increments", || {
         (acked.load(Ordering::SeqCst) >= 40).then_some(())
     });
+    if grouped == Grouped::Seen {
+        // Each acknowledged increment was committed, so with a commit each the
+        // log would hold a page for each at least.
+        support::poll_until("commits holding several increments", || {
+            let acknowledged = acked.load(Ordering::SeqCst);
+            (wal_frames(&data, "counter") < acknowledged).then_some(())
+        });
+    }
     drop(server); // SIGKILL
     stop.store(true, Ordering::SeqCst);
     for client in clients {
@@ -138,7 +189,7 @@ fn increments_survive_kill_9(flags: &[&str], thread: &str) {
     let count: u64 = body.trim().parse().unwrap();
     assert_eq!(status, "200");
     assert!(
-        (largest..=largest + CLIENTS).contains(&count),
+        (largest..=largest + CLIENTS * at_once).contains(&count),
         "count {count} after the kill; the largest acknowledged was {largest}"
     );
 }

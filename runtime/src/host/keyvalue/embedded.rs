@@ -5,9 +5,12 @@
 //! Reads run in the guest's host call (a query on the app's connection, about a
 //! microsecond; counted as the guest's CPU time like any host work). Writes depend on
 //! the app's `durability`:
-//! - `os` (the default): in the host call too, one transaction appended to the WAL
-//!   with `synchronous=NORMAL`: acknowledged once the OS has it, no fsync, so it
-//!   survives a crash of wedge. A thread of the file checkpoints the WAL every
+//! - `os` (the default): grouped on the async thread ([`Group`]): the writes that
+//!   arrive in one turn of the event loop share one transaction appended to the WAL
+//!   with `synchronous=NORMAL`, and each is acknowledged once the OS has that
+//!   transaction, no fsync, so it survives a crash of wedge. (A commit is most of a
+//!   write's cost, two `pwrite`s and the WAL index's insert: grouped, concurrent
+//!   writers share one.) A thread of the file checkpoints the WAL every
 //!   `sync_interval` (an fsync of the WAL, then of the file): a power cut may lose
 //!   that last interval of writes, never the file's consistency (SQLite's WAL
 //!   checksums drop a torn tail).
@@ -16,10 +19,14 @@
 //!   any of them is acknowledged: concurrent writers share an fsync instead of
 //!   queueing for one each, and an fsync never holds an async thread.
 //!
-//! What runs in a host call never waits there for a lock: an operation that finds
-//! the file's connection or its lock taken (a sync under way, a slow disk) is
-//! handed to a blocking thread, which waits; other apps' requests on the async
-//! thread go on meanwhile.
+//! A transaction is begun and committed in one go, never held open across an
+//! await: a read sees committed writes only, and a write not yet acknowledged is not
+//! seen (its group's commit has not run yet).
+//!
+//! What runs on an async thread never waits there for a lock: an operation (or a
+//! group's commit) that finds the file's connection or its lock taken (a sync under
+//! way, a slow disk) is handed to a blocking thread, which waits; other apps'
+//! requests on the async thread go on meanwhile.
 //!
 //! Disk use is bounded: the WAL is synced early once it holds half of
 //! [`wal_limit`] and writes are refused past it; freed pages go back to the disk
@@ -45,9 +52,10 @@ use super::backend::{
     Backend, Bucket, Failure, ListFrom, Outcome, Quota, add, batch_too_big, stored_number,
 };
 
-/// Writes one `disk` transaction takes at most: each waits for the fsync of its batch.
+/// Writes one transaction takes at most (a group's, a `disk` batch's): each waits for
+/// its commit.
 const MAX_BATCH: usize = 256;
-/// Bytes of keys and values past which a `disk` batch takes no more writes, so that
+/// Bytes of keys and values past which a transaction takes no more writes, so that
 /// one transaction adds about that much to the WAL (plus one write).
 const MAX_BATCH_BYTES: u64 = 4 << 20;
 /// The least a file's WAL may hold before writes are refused ([`wal_limit`]); also
@@ -109,8 +117,10 @@ struct File {
 
 /// Where writes are committed.
 enum Writes {
-    /// In the caller, on `conn`; `syncer` makes them durable on disk.
-    Inline {
+    /// Grouped on the caller's async thread, committed on `conn`; `syncer` makes
+    /// them durable on disk.
+    Grouped {
+        group: Arc<Group>,
         dirty: Arc<AtomicBool>,
         syncer: Stopper<()>,
     },
@@ -232,10 +242,10 @@ impl Write {
     }
 }
 
-/// A write for the writer thread, and where its outcome goes.
+/// A write for its group's commit or the writer thread, and where its outcome goes.
 struct Job {
     write: Write,
-    done: oneshot::Sender<Outcome<Done>>,
+    done: Answer,
 }
 
 enum Change {
@@ -319,6 +329,31 @@ fn is_busy(err: &rusqlite::Error) -> bool {
     )
 }
 
+impl File {
+    /// `op` on the app's connection: at once when the connection and the file's
+    /// lock are free, else on a blocking thread, which waits for them (another
+    /// app's request on this async thread must not wait with it).
+    async fn on_conn<T: Send + 'static>(
+        self: &Arc<File>,
+        op: impl Fn(&File, &Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Outcome<T> {
+        if let Ok(conn) = self.conn.try_lock() {
+            MAY_WAIT.with(|may| may.set(false));
+            let done = op(self, &conn);
+            MAY_WAIT.with(|may| may.set(true));
+            match done {
+                Err(err) if is_busy(&err) => {}
+                done => return done.map_err(storage),
+            }
+        }
+        let file = self.clone();
+        tokio::task::spawn_blocking(move || op(&file, &crate::sync::lock(&file.conn)))
+            .await
+            .map_err(storage)?
+            .map_err(storage)
+    }
+}
+
 impl Embedded {
     /// Opens (or creates) the file at `path` and starts its thread. Off the async
     /// threads: opening a file whose WAL was not checkpointed replays it first.
@@ -358,7 +393,11 @@ impl Embedded {
                 let syncer = Stopper::spawn("wedge-kv-sync", move |asked| {
                     sync_loop(&syncing, interval, &flag, &size, &asked)
                 })?;
-                Writes::Inline { dirty, syncer }
+                Writes::Grouped {
+                    group: Arc::default(),
+                    dirty,
+                    syncer,
+                }
             }
             Durability::Disk => {
                 let writing = connect(path, "FULL").map_err(cannot)?;
@@ -379,35 +418,12 @@ impl Embedded {
         })
     }
 
-    /// `op` on the app's connection: in the host call when the connection and the
-    /// file's lock are free, else on a blocking thread, which waits for them
-    /// (another app's request on this async thread must not wait with it).
-    async fn on_conn<T: Send + 'static>(
-        &self,
-        op: impl Fn(&File, &Connection) -> rusqlite::Result<T> + Send + 'static,
-    ) -> Outcome<T> {
-        if let Ok(conn) = self.file.conn.try_lock() {
-            MAY_WAIT.with(|may| may.set(false));
-            let done = op(&self.file, &conn);
-            MAY_WAIT.with(|may| may.set(true));
-            match done {
-                Err(err) if is_busy(&err) => {}
-                done => return done.map_err(storage),
-            }
-        }
-        let file = self.file.clone();
-        tokio::task::spawn_blocking(move || op(&file, &crate::sync::lock(&file.conn)))
-            .await
-            .map_err(storage)?
-            .map_err(storage)
-    }
-
-    /// `read` on the app's connection ([`Embedded::on_conn`]).
+    /// `read` on the app's connection ([`File::on_conn`]).
     async fn read<T: Send + 'static>(
         &self,
         read: impl Fn(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Outcome<T> {
-        self.on_conn(move |_, conn| read(conn)).await
+        self.file.on_conn(move |_, conn| read(conn)).await
     }
 
     async fn write(&self, bucket: Bucket<'_>, change: Change, quota: Quota) -> Outcome<Done> {
@@ -417,23 +433,15 @@ impl Embedded {
             quota,
         };
         match &self.writes {
-            Writes::Inline { dirty, syncer } => {
+            Writes::Grouped {
+                group,
+                dirty,
+                syncer,
+            } => {
                 let limit = wal_limit(quota);
-                let outcome = self
-                    .on_conn(move |file, conn| {
-                        // Checked under the connection, so writers of the app never
-                        // pass the limit together.
-                        if file.wal.over(limit) {
-                            return Ok(Err(wal_full(limit)));
-                        }
-                        let outcome = commit(conn, &file.totals, std::slice::from_ref(&write))?;
-                        file.wal.set_frames(WAL_FRAMES.with(Cell::get));
-                        Ok(outcome
-                            .into_iter()
-                            .next()
-                            .unwrap_or_else(|| Err(mismatched())))
-                    })
-                    .await?;
+                let (done, outcome) = oneshot::channel();
+                group.join(&self.file, Job { write, done });
+                let outcome = outcome.await.map_err(|_| not_committed())?;
                 dirty.store(true, Ordering::Relaxed);
                 let wal = &self.file.wal;
                 if wal.bytes() > limit / 2 && !wal.sync_asked.swap(true, Ordering::Relaxed) {
@@ -444,12 +452,135 @@ impl Embedded {
             Writes::Batched { writer } => {
                 let (done, outcome) = oneshot::channel();
                 writer.send(Job { write, done })?;
-                outcome
-                    .await
-                    .map_err(|_| Failure::Backend("the writer thread has stopped".into()))?
+                outcome.await.map_err(|_| not_committed())?
             }
         }
     }
+}
+
+/// The writes of an `os` file waiting for their group's commit.
+#[derive(Default)]
+struct Group {
+    /// `None`: no commit is scheduled yet; the next write schedules one.
+    waiting: Mutex<Option<Vec<Job>>>,
+}
+
+impl Group {
+    /// Puts `job` into the next commit of `file`, scheduled on this async thread
+    /// ([`commit_group`]) if `job` is its first write.
+    fn join(self: &Arc<Group>, file: &Arc<File>, job: Job) {
+        let mut waiting = crate::sync::lock(&self.waiting);
+        if let Some(jobs) = waiting.as_mut() {
+            jobs.push(job);
+            return;
+        }
+        *waiting = Some(vec![job]);
+        drop(waiting);
+        let scheduled = Scheduled(Some(self.clone()));
+        tokio::spawn(commit_group(file.clone(), scheduled));
+    }
+}
+
+/// A group's scheduled commit. Dropped before it took the group's writes (its
+/// runtime ending), it drops them, which fails them, and the next write schedules a
+/// commit again.
+struct Scheduled(Option<Arc<Group>>);
+
+impl Scheduled {
+    /// The group's writes; later ones make a new group.
+    fn writes(mut self) -> Vec<Job> {
+        let group = self.0.take();
+        group
+            .and_then(|group| crate::sync::lock(&group.waiting).take())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Scheduled {
+    fn drop(&mut self) {
+        if let Some(group) = self.0.take() {
+            drop(crate::sync::lock(&group.waiting).take());
+        }
+    }
+}
+
+/// Commits a group: once the tasks ready now have run, and those the next poll of
+/// the event loop wakes, every write they made is taken into one transaction (up
+/// to [`MAX_BATCH`] writes or [`MAX_BATCH_BYTES`] each, so one commit adds a
+/// bounded amount to the WAL); each write is answered once its transaction is
+/// committed, or failed with it. A group refused while the WAL is past the
+/// writes' [`wal_limit`] is refused whole, checked under the connection so that
+/// commits never pass it together.
+async fn commit_group(file: Arc<File>, scheduled: Scheduled) {
+    // `yield_now` defers this task past the event loop's next poll: a task spawned
+    // from a task (as this one) may run next, before the other ready tasks (tokio's
+    // multi-thread scheduler keeps it in its LIFO slot), which made groups of one.
+    tokio::task::yield_now().await;
+    let mut jobs = scheduled.writes().into_iter();
+    while let Some(first) = jobs.next() {
+        let (writes, answers) = batch(first, || jobs.next());
+        let limit = writes.iter().map(|w| wal_limit(w.quota)).min().unwrap_or(0);
+        let committed = file
+            .on_conn(move |file, conn| {
+                if file.wal.over(limit) {
+                    return Ok(Err(wal_full(limit)));
+                }
+                let outcomes = commit(conn, &file.totals, &writes)?;
+                file.wal.set_frames(WAL_FRAMES.with(Cell::get));
+                Ok(Ok(outcomes))
+            })
+            .await;
+        match committed {
+            Ok(Err(refused)) => {
+                let refused = answers.iter().map(|_| Err(refused.clone())).collect();
+                answer(answers, Ok(refused));
+            }
+            Ok(Ok(outcomes)) => answer(answers, Ok(outcomes)),
+            Err(failed) => answer(answers, Err(failed)),
+        }
+    }
+}
+
+/// `first` and the jobs `next` gives after it, up to [`MAX_BATCH`] writes or
+/// [`MAX_BATCH_BYTES`] bytes (plus one write): the writes, and where each one's
+/// outcome goes.
+fn batch(first: Job, mut next: impl FnMut() -> Option<Job>) -> (Vec<Write>, Vec<Answer>) {
+    let mut bytes = first.write.bytes();
+    let mut jobs = vec![first];
+    while jobs.len() < MAX_BATCH
+        && bytes < MAX_BATCH_BYTES
+        && let Some(job) = next()
+    {
+        bytes += job.write.bytes();
+        jobs.push(job);
+    }
+    jobs.into_iter().map(|job| (job.write, job.done)).unzip()
+}
+
+/// Where a write's outcome goes.
+type Answer = oneshot::Sender<Outcome<Done>>;
+
+/// Answers a batch's writes with their outcomes, or every one with the failure of
+/// their transaction.
+fn answer(answers: Vec<Answer>, committed: Outcome<Vec<Outcome<Done>>>) {
+    match committed {
+        Ok(outcomes) => {
+            for (done, outcome) in answers.into_iter().zip(outcomes) {
+                let _ = done.send(outcome);
+            }
+        }
+        Err(failure) => {
+            for done in answers {
+                let _ = done.send(Err(failure.clone()));
+            }
+        }
+    }
+}
+
+/// What a write fails with when it was dropped uncommitted: its writer thread
+/// stopped, or its group's commit ended with its runtime.
+fn not_committed() -> Failure {
+    Failure::Backend("the write was dropped before its commit (the store is closing)".into())
 }
 
 /// A write refused while the WAL is past [`wal_limit`].
@@ -728,30 +859,8 @@ fn write_loop(
     jobs: mpsc::Receiver<Job>,
 ) {
     while let Ok(first) = jobs.recv() {
-        let mut bytes = first.write.bytes();
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH
-            && bytes < MAX_BATCH_BYTES
-            && let Ok(job) = jobs.try_recv()
-        {
-            bytes += job.write.bytes();
-            batch.push(job);
-        }
-        let (writes, answers): (Vec<Write>, Vec<_>) =
-            batch.into_iter().map(|job| (job.write, job.done)).unzip();
-        match commit(conn, totals, &writes) {
-            Ok(outcomes) => {
-                for (done, outcome) in answers.into_iter().zip(outcomes) {
-                    let _ = done.send(outcome);
-                }
-            }
-            Err(err) => {
-                let failure = storage(err);
-                for done in answers {
-                    let _ = done.send(Err(failure.clone()));
-                }
-            }
-        }
+        let (writes, answers) = batch(first, || jobs.try_recv().ok());
+        answer(answers, commit(conn, totals, &writes).map_err(storage));
         wal.set_frames(WAL_FRAMES.with(Cell::get));
         let limit = writes.iter().map(|w| wal_limit(w.quota)).min().unwrap_or(0);
         if wal.bytes() > limit / 2 && sync_now(conn) {

@@ -333,6 +333,68 @@ async fn increments_are_never_lost(durability: Durability) {
     assert_eq!(db.get(bucket("a"), "n").await, Ok(Some(b"200".to_vec())));
 }
 
+/// The frames (pages) a file's write-ahead log holds: one a page a commit
+/// changed, so fewer than the writes when writes share commits.
+fn wal_frames(path: &std::path::Path) -> u64 {
+    // A 32-byte header, then frames of a 4 KiB page and a 24-byte header each.
+    wal_len(path).saturating_sub(32) / (4096 + 24)
+}
+
+/// Increments of one key by `writers` tasks spawned at once, each one write, on
+/// the file at `path` (synced hourly, so its WAL keeps every frame): the frames
+/// they added to the WAL, once each was acknowledged with its own sum.
+async fn frames_of_concurrent_increments(path: &std::path::Path, writers: i64) -> u64 {
+    let hourly = FileSettings {
+        durability: Durability::Os,
+        sync_interval: Duration::from_secs(3600),
+    };
+    let db = Embedded::open(path.to_path_buf(), hourly).await.unwrap();
+    assert_eq!(db.increment(bucket("a"), "n".into(), 1, ROOMY).await, Ok(1));
+    let before = wal_frames(path);
+    // Polled anew (the write above woke this task from the one that committed it):
+    // tokio runs at most three tasks from its LIFO slot in a row, and the writers
+    // below start a row of their own.
+    tokio::task::yield_now().await;
+    let tasks: Vec<_> = (0..writers)
+        .map(|_| {
+            let db = db.clone();
+            tokio::spawn(async move { db.increment(bucket("a"), "n".into(), 1, ROOMY).await })
+        })
+        .collect();
+    let mut sums = Vec::new();
+    for task in tasks {
+        sums.push(task.await.unwrap().unwrap());
+    }
+    sums.sort();
+    assert_eq!(sums, (2..=writers + 1).collect::<Vec<_>>());
+    assert_eq!(db.get(bucket("a"), "n").await, Ok(Some(b"17".to_vec())));
+    wal_frames(path) - before
+}
+
+/// Writes made in one turn of the event loop share one commit (`os`): 16 tasks
+/// incrementing one key put two pages into the WAL (the key's, and the totals'
+/// as the sum grew a digit), not a commit each. With a commit per write (before)
+/// they put 16 pages there.
+#[tokio::test(flavor = "current_thread")]
+async fn writes_of_one_turn_share_one_commit() {
+    let path = temp_file("group");
+    assert_eq!(frames_of_concurrent_increments(&path, 16).await, 2);
+}
+
+/// The same on tokio's multi-thread scheduler, which runs a task spawned from a
+/// task next (its LIFO slot): a group's commit waits for the ready tasks anyway.
+/// Without `yield_now` in `commit_group` this failed: the writers took turns with
+/// commits of their own. (A worker's periodic poll of the event loop may end a
+/// group early: fewer than 8 frames, not 2.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn writes_spawned_from_a_task_share_commits_on_the_multi_thread_scheduler() {
+    let path = temp_file("group-lifo");
+    // Spawned from a task on the worker, as a request's task spawns.
+    let frames = tokio::spawn(async move { frames_of_concurrent_increments(&path, 16).await });
+    let frames = frames.await.unwrap();
+    assert!(frames < 8, "{frames} frames for 16 writes");
+}
+
 /// A bucket's keys and values.
 type Pairs<'a> = &'a [(&'a str, &'a [u8])];
 
