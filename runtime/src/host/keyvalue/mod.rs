@@ -13,11 +13,14 @@ mod backend;
 mod draft;
 mod draft2;
 mod embedded;
+mod opening;
 mod redb_import;
 mod redis;
 mod spin;
 #[cfg(test)]
 mod tests;
+mod view;
+mod write_budget;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,14 +28,17 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use tokio::sync::{Semaphore, SemaphorePermit};
-use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
 pub use wedge_config::keyvalue::{Backend as BackendChoice, Durability, KeyValue};
 
 use self::backend::{Backend, Bucket, Failure, ListFrom, Quota};
+use self::opening::Shared;
 use self::redis::TrustedCa;
+use self::view::HasKv;
+pub use self::view::OpenBucket;
+pub(crate) use self::view::{KvHandles, KvView, add_to_linker};
+use self::write_budget::WriteBudget;
 use super::guest_log::GuestOutput;
-use super::limits::host_memory::HostMemoryBudget;
 use crate::metrics::{AppMetrics, KvOperation, KvOutcome};
 
 /// Keys one `list-keys` call returns at most; the cursor gives the rest.
@@ -94,29 +100,6 @@ pub struct KeyValueHost {
     /// `<data-dir>/kv`: the embedded files, one per app.
     dir: PathBuf,
     opened: Mutex<HashMap<String, Weak<Shared>>>,
-}
-
-/// A backend, opened on first use: an app that never opens a bucket makes no file
-/// and no connection. A failed opening is tried again after a wait ([`OpenFailed`]).
-struct Shared {
-    choice: BackendChoice,
-    /// The embedded file, for `BackendChoice::Embedded`, and when it acknowledges a
-    /// write.
-    path: PathBuf,
-    durability: Durability,
-    /// How long a Redis connection waits for an answer.
-    timeout: std::time::Duration,
-    /// The authorities a `rediss://` server's certificate must chain to, if not
-    /// the well-known roots.
-    ca: Option<TrustedCa>,
-    /// How often an `os` file is synced.
-    sync_interval: std::time::Duration,
-    /// The backend while it works.
-    current: Mutex<Option<Arc<dyn Backend>>>,
-    /// The last opening's failure, while opening fails.
-    failed: Mutex<Option<OpenFailed>>,
-    /// Held while opening, so that one operation opens and the others wait for it.
-    opening: tokio::sync::Mutex<()>,
 }
 
 impl KeyValueHost {
@@ -227,131 +210,6 @@ impl KeyValueHost {
     }
 }
 
-impl Shared {
-    /// The backend, opened if need be and if a failed opening is not too recent;
-    /// `log`: where its opening again after a failure is told.
-    async fn backend(&self, log: Option<&GuestOutput>) -> Result<Arc<dyn Backend>, Failure> {
-        if let Some(backend) = self.working() {
-            return Ok(backend);
-        }
-        let opening = match self.open_failed() {
-            // Failing: operations that find another opening under way fail at once.
-            Some(_) => self.opening.try_lock().map_err(|_| self.failing())?,
-            None => self.opening.lock().await,
-        };
-        if let Some(backend) = self.working() {
-            return Ok(backend);
-        }
-        if let Some(failed) = self.open_failed()
-            && tokio::time::Instant::now() < failed.retry_at
-        {
-            return Err(self.failing());
-        }
-        let opened = match &self.choice {
-            BackendChoice::Embedded => {
-                let file = embedded::FileSettings {
-                    durability: self.durability,
-                    sync_interval: self.sync_interval,
-                };
-                embedded::Embedded::open(self.path.clone(), file).await
-            }
-            BackendChoice::Redis(url) => {
-                self::redis::Redis::open(url.as_str(), self.timeout, self.ca.as_ref()).await
-            }
-            BackendChoice::None | BackendChoice::Env(_) => {
-                Err(Failure::Backend("the app has no store".into()))
-            }
-        };
-        drop(opening);
-        let mut failed = crate::sync::lock(&self.failed);
-        match opened {
-            Ok(backend) => {
-                if let (Some(was), Some(log)) = (failed.take(), log) {
-                    log.info(format_args!(
-                        "key-value store ({}): open again, after {} failed tries",
-                        self.choice, was.tries
-                    ));
-                }
-                *crate::sync::lock(&self.current) = Some(backend.clone());
-                Ok(backend)
-            }
-            Err(failure) => {
-                let next = OpenFailed::after(failed.as_ref(), failure.why().to_string());
-                let first = failed.is_none();
-                *failed = Some(next);
-                drop(failed);
-                // The first failure of a run is logged (a `Backend` failure); the
-                // next ones only answer the guest.
-                if first {
-                    Err(failure)
-                } else {
-                    Err(self.failing())
-                }
-            }
-        }
-    }
-
-    /// The backend, if it is open.
-    fn working(&self) -> Option<Arc<dyn Backend>> {
-        crate::sync::lock(&self.current).clone()
-    }
-
-    fn open_failed(&self) -> Option<OpenFailed> {
-        crate::sync::lock(&self.failed).clone()
-    }
-
-    /// What an operation fails with while opening fails.
-    fn failing(&self) -> Failure {
-        let failed = crate::sync::lock(&self.failed);
-        let Some(failed) = failed.as_ref() else {
-            return Failure::Failing("the store is being opened".into());
-        };
-        let wait = failed
-            .retry_at
-            .saturating_duration_since(tokio::time::Instant::now());
-        // Zero: the wait is over and another operation is opening it now.
-        let next = match std::time::Duration::from_millis(wait.as_millis() as u64) {
-            wait if wait.is_zero() => "trying again now".to_string(),
-            wait => format!("next try in {}", humantime::format_duration(wait)),
-        };
-        Failure::Failing(format!(
-            "{} (failed to open {} times; {next})",
-            failed.why, failed.tries
-        ))
-    }
-}
-
-/// A backend that failed to open: why, and when opening is tried again. The wait
-/// doubles from [`FIRST_RETRY`] to [`LAST_RETRY`] while it keeps failing, so an app
-/// whose store cannot open (a second wedge holds the file, a bad directory) fails
-/// each operation at once and costs one opening a wait, not one an operation.
-#[derive(Clone)]
-struct OpenFailed {
-    why: String,
-    tries: u32,
-    wait: std::time::Duration,
-    retry_at: tokio::time::Instant,
-}
-
-const FIRST_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
-const LAST_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
-
-impl OpenFailed {
-    /// The failure `why` after `before`.
-    fn after(before: Option<&OpenFailed>, why: String) -> OpenFailed {
-        let (tries, wait) = match before {
-            None => (1, FIRST_RETRY),
-            Some(before) => (before.tries + 1, (before.wait * 2).min(LAST_RETRY)),
-        };
-        OpenFailed {
-            why,
-            tries,
-            wait,
-            retry_at: tokio::time::Instant::now() + wait,
-        }
-    }
-}
-
 /// One app's store: its settings, its backend, its operations in flight.
 pub struct AppStore {
     app: Arc<str>,
@@ -373,43 +231,6 @@ impl AppStore {
             Some(dir) if !dir.is_empty() => why.replace(&dir, "$DATA_DIR/kv"),
             _ => why.to_string(),
         }
-    }
-}
-
-/// What an app may still write (`max_write_rate`): refilled at the rate a second,
-/// up to one second's worth. A write passes while the app is not in debt and is
-/// charged in full, so one larger than a second's worth passes too and the app
-/// then waits it out: over any T seconds an app writes at most rate × (T + 1)
-/// bytes of keys and values, plus one write.
-struct WriteBudget {
-    rate: u64,
-    /// Bytes left (negative: owed) as of an instant.
-    left: Mutex<(f64, tokio::time::Instant)>,
-}
-
-impl WriteBudget {
-    fn new(rate: u64) -> WriteBudget {
-        WriteBudget {
-            rate,
-            left: Mutex::new((rate as f64, tokio::time::Instant::now())),
-        }
-    }
-
-    /// Charges a write of `bytes`, or refuses it while the app owes.
-    fn charge(&self, bytes: u64) -> Result<(), KvError> {
-        let now = tokio::time::Instant::now();
-        let mut left = crate::sync::lock(&self.left);
-        let rate = self.rate as f64;
-        let refilled = (left.0 + now.duration_since(left.1).as_secs_f64() * rate).min(rate);
-        *left = (refilled, now);
-        if refilled < 0.0 {
-            return Err(KvError::Other(format!(
-                "the app writes at most {} bytes of keys and values a second (max_write_rate)",
-                self.rate
-            )));
-        }
-        left.0 -= bytes as f64;
-        Ok(())
     }
 }
 
@@ -735,101 +556,4 @@ impl AppStore {
         })
         .await
     }
-}
-
-/// A bucket the guest opened (through any version: they are the same thing).
-pub struct OpenBucket {
-    name: String,
-}
-
-impl OpenBucket {
-    fn new(name: String) -> OpenBucket {
-        OpenBucket { name }
-    }
-}
-
-impl KvView<'_> {
-    fn bucket_name(&self, bucket: &Resource<OpenBucket>) -> wasmtime::Result<String> {
-        Ok(self.table.get(bucket)?.name.clone())
-    }
-
-    /// A handle on bucket `name`, if the app may open it and the instance may hold
-    /// one more handle.
-    fn open_bucket(
-        &mut self,
-        name: String,
-    ) -> wasmtime::Result<Result<Resource<OpenBucket>, KvError>> {
-        if let Err(error) = self.store.open(&name) {
-            return Ok(Err(error));
-        }
-        self.push_handle(OpenBucket::new(name))
-    }
-
-    /// `handle` in the instance's table, or an error once it holds `max_handles`
-    /// key-value handles: each is host memory and a table slot, and without this a
-    /// guest making them in a loop ran into the instance's `host_memory` (a trap).
-    fn push_handle<H: Send + 'static>(
-        &mut self,
-        handle: H,
-    ) -> wasmtime::Result<Result<Resource<H>, KvError>> {
-        let max = self.store.settings.max_handles;
-        if self.handles.held >= max {
-            return Ok(Err(KvError::Other(format!(
-                "the instance holds {max} key-value handles already (max_handles): drop some"
-            ))));
-        }
-        let pushed = self.table.push(handle)?;
-        self.handles.held += 1;
-        Ok(Ok(pushed))
-    }
-
-    /// Takes `handle` out of the instance's table.
-    fn drop_handle<H: 'static>(&mut self, handle: Resource<H>) -> wasmtime::Result<H> {
-        let dropped = self.table.delete(handle)?;
-        self.handles.held = self.handles.held.saturating_sub(1);
-        Ok(dropped)
-    }
-}
-
-/// The key-value handles (open buckets, compare-and-swap handles) an instance
-/// holds, counted against its app's `max_handles`.
-#[derive(Default)]
-pub(crate) struct KvHandles {
-    held: u32,
-}
-
-/// What the bindings of every version work with: the guest's resources, its app's
-/// store, where to log a backend fault, and the instance's host-memory budget,
-/// which bounds what a batch may make the host read for it and is charged with
-/// what its handles hold.
-pub(crate) struct KvView<'a> {
-    pub table: &'a mut ResourceTable,
-    pub store: &'a Arc<AppStore>,
-    pub log: &'a Arc<GuestOutput>,
-    pub host_memory: &'a HostMemoryBudget,
-    pub handles: &'a mut KvHandles,
-}
-
-/// Links every `wasi:keyvalue` version wedge serves, each as `view` sees the store,
-/// and (`concurrent`: the engine has component-model concurrency) Spin's
-/// `spin:key-value@3.0.0`, whose functions are async in its WIT: wasmtime refuses
-/// to define them on an engine without concurrency.
-pub(crate) fn add_to_linker<T: Send + 'static>(
-    linker: &mut Linker<T>,
-    view: fn(&mut T) -> KvView<'_>,
-    concurrent: bool,
-) -> wasmtime::Result<()> {
-    draft::add_to_linker(linker, view)?;
-    draft2::add_to_linker(linker, view)?;
-    if concurrent {
-        spin::add_to_linker(linker, view)?;
-    }
-    Ok(())
-}
-
-/// The data the generated `add_to_linker`s hand their host functions.
-struct HasKv;
-
-impl HasData for HasKv {
-    type Data<'a> = KvView<'a>;
 }

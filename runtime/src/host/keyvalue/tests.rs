@@ -646,10 +646,10 @@ async fn writes_past_the_write_rate_are_refused_until_time_pays_for_them() {
 /// A store that cannot open waits 1 s, 2 s, 4 s… up to 30 s between tries.
 #[test]
 fn a_failed_opening_is_tried_again_after_a_doubling_wait() {
-    let mut failed = super::OpenFailed::after(None, "x".into());
+    let mut failed = super::opening::OpenFailed::after(None, "x".into());
     let mut waits = vec![failed.wait.as_secs()];
     for _ in 0..6 {
-        failed = super::OpenFailed::after(Some(&failed), "x".into());
+        failed = super::opening::OpenFailed::after(Some(&failed), "x".into());
         waits.push(failed.wait.as_secs());
     }
     assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30]);

@@ -1,0 +1,169 @@
+//! Who commits a file's writes: the group of one turn of the event loop (`os`),
+//! or the writer thread (`disk`), and the threads of a file.
+
+use std::cell::Cell;
+use std::sync::{Arc, Mutex, mpsc};
+
+use rusqlite::Connection;
+
+use super::super::backend::{Failure, Outcome};
+use super::sync::sync_now;
+use super::transaction::{Job, Totals, answer, batch, commit};
+use super::wal::{WAL_FRAMES, WalSize, wal_full, wal_limit};
+use super::{File, storage};
+
+/// A thread of the file, stopped and joined when this is dropped: its channel's
+/// sender goes first, which tells it to finish.
+pub(super) struct Stopper<T> {
+    sender: Option<mpsc::Sender<T>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl<T> Stopper<T> {
+    pub(super) fn spawn(
+        name: &str,
+        body: impl FnOnce(mpsc::Receiver<T>) + Send + 'static,
+    ) -> Result<Stopper<T>, String>
+    where
+        T: Send + 'static,
+    {
+        let (sender, receiver) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || body(receiver))
+            .map_err(|err| format!("cannot start a thread: {err}"))?;
+        Ok(Stopper {
+            sender: Some(sender),
+            thread: Some(thread),
+        })
+    }
+
+    pub(super) fn send(&self, item: T) -> Outcome<()> {
+        self.sender
+            .as_ref()
+            .and_then(|sender| sender.send(item).ok())
+            .ok_or_else(|| Failure::Backend("the writer thread has stopped".into()))
+    }
+}
+
+/// Closes the file's threads before the file: the writer finishes the batch it
+/// holds, the syncer syncs once more.
+impl<T> Drop for Stopper<T> {
+    fn drop(&mut self) {
+        drop(self.sender.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The writes of an `os` file waiting for their group's commit.
+#[derive(Default)]
+pub(super) struct Group {
+    /// `None`: no commit is scheduled yet; the next write schedules one.
+    waiting: Mutex<Option<Vec<Job>>>,
+}
+
+impl Group {
+    /// Puts `job` into the next commit of `file`, scheduled on this async thread
+    /// ([`commit_group`]) if `job` is its first write.
+    pub(super) fn join(self: &Arc<Group>, file: &Arc<File>, job: Job) {
+        let mut waiting = crate::sync::lock(&self.waiting);
+        if let Some(jobs) = waiting.as_mut() {
+            jobs.push(job);
+            return;
+        }
+        *waiting = Some(vec![job]);
+        drop(waiting);
+        let scheduled = Scheduled(Some(self.clone()));
+        tokio::spawn(commit_group(file.clone(), scheduled));
+    }
+}
+
+/// A group's scheduled commit. Dropped before it took the group's writes (its
+/// runtime ending), it drops them, which fails them, and the next write schedules a
+/// commit again.
+struct Scheduled(Option<Arc<Group>>);
+
+impl Scheduled {
+    /// The group's writes; later ones make a new group.
+    fn writes(mut self) -> Vec<Job> {
+        let group = self.0.take();
+        group
+            .and_then(|group| crate::sync::lock(&group.waiting).take())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Scheduled {
+    fn drop(&mut self) {
+        if let Some(group) = self.0.take() {
+            drop(crate::sync::lock(&group.waiting).take());
+        }
+    }
+}
+
+/// Commits a group: once the tasks ready now have run, and those the next poll of
+/// the event loop wakes, every write they made is taken into one transaction (up
+/// to [`MAX_BATCH`] writes or [`MAX_BATCH_BYTES`] each, so one commit adds a
+/// bounded amount to the WAL); each write is answered once its transaction is
+/// committed, or failed with it. A group refused while the WAL is past the
+/// writes' [`wal_limit`] is refused whole, checked under the connection so that
+/// commits never pass it together.
+async fn commit_group(file: Arc<File>, scheduled: Scheduled) {
+    // `yield_now` defers this task past the event loop's next poll: a task spawned
+    // from a task (as this one) may run next, before the other ready tasks (tokio's
+    // multi-thread scheduler keeps it in its LIFO slot), which made groups of one.
+    tokio::task::yield_now().await;
+    let mut jobs = scheduled.writes().into_iter();
+    while let Some(first) = jobs.next() {
+        let (writes, answers) = batch(first, || jobs.next());
+        let limit = writes.iter().map(|w| wal_limit(w.quota)).min().unwrap_or(0);
+        let committed = file
+            .on_conn(move |file, conn| {
+                if file.wal.over(limit) {
+                    return Ok(Err(wal_full(limit)));
+                }
+                let outcomes = commit(conn, &file.totals, &writes)?;
+                file.wal.set_frames(WAL_FRAMES.with(Cell::get));
+                Ok(Ok(outcomes))
+            })
+            .await;
+        match committed {
+            Ok(Err(refused)) => {
+                let refused = answers.iter().map(|_| Err(refused.clone())).collect();
+                answer(answers, Ok(refused));
+            }
+            Ok(Ok(outcomes)) => answer(answers, Ok(outcomes)),
+            Err(failed) => answer(answers, Err(failed)),
+        }
+    }
+}
+
+/// What a write fails with when it was dropped uncommitted: its writer thread
+/// stopped, or its group's commit ended with its runtime.
+pub(super) fn not_committed() -> Failure {
+    Failure::Backend("the write was dropped before its commit (the store is closing)".into())
+}
+
+/// The writer thread of a `disk` file: every write queued when it is free goes into
+/// one transaction (up to [`MAX_BATCH`] writes or [`MAX_BATCH_BYTES`]), committed
+/// before any of them is answered; a sync once the WAL holds half of
+/// [`wal_limit`], so it never holds more than that and one batch. Ends when the
+/// backend is dropped.
+pub(super) fn write_loop(
+    conn: &Connection,
+    totals: &Mutex<Option<Totals>>,
+    wal: &WalSize,
+    jobs: mpsc::Receiver<Job>,
+) {
+    while let Ok(first) = jobs.recv() {
+        let (writes, answers) = batch(first, || jobs.try_recv().ok());
+        answer(answers, commit(conn, totals, &writes).map_err(storage));
+        wal.set_frames(WAL_FRAMES.with(Cell::get));
+        let limit = writes.iter().map(|w| wal_limit(w.quota)).min().unwrap_or(0);
+        if wal.bytes() > limit / 2 && sync_now(conn) {
+            wal.set_frames(0);
+        }
+    }
+}
