@@ -415,6 +415,11 @@ fn cold_start_targets(cold_start: &Option<Result<ColdStart, String>>) -> String 
             coldstart::GOAL_UNCACHED_MS,
         ),
         (
+            "issue 20: the same on every CPU of the machine (`tiered-nocache-allcpus`: wasmtime compiles in parallel)",
+            "tiered-nocache-allcpus",
+            coldstart::GOAL_UNCACHED_MS,
+        ),
+        (
             "issue 20: cold start, componentize-js hello, precompiled cache warm: ms to the first 200",
             "optimized-cached",
             coldstart::GOAL_CACHED_MS,
@@ -441,7 +446,10 @@ fn cold_start_section(cold_start: &Result<ColdStart, String>) -> String {
              each round (`nocache`) or one whose precompiled cache is warm (`cached`); the \
              time from the process's start to its first 200 (curl polling every 2 ms), and \
              the server's `VmHWM` then. A `tiered-nocache` round also waits for the log line \
-             saying the app runs Cranelift's code, compiled in the background.\n\n`{}`:\n\n{}",
+             saying the app runs Cranelift's code, compiled in the background. The \
+             `tiered-nocache-allcpus` rounds run unpinned on every CPU: wasmtime compiles \
+             a component's functions in parallel, so that is the start a machine of this \
+             size sees.\n\n`{}`:\n\n{}",
             c.component_mib,
             c.command,
             c.output.trim_end()
