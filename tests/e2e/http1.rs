@@ -385,3 +385,30 @@ fn a_body_the_guest_never_reads_does_not_hold_the_connection_after_the_response(
         }
     }
 }
+
+/// The chunk budget is for floods of chunks, not for requests: a keep-alive client
+/// posting small bodies (one frame each, which earns back too little to pay for
+/// itself) is served on one connection far past the budget. It used to be cut off
+/// after about `--h1-chunk-budget` requests, the last one answered 500.
+#[test]
+fn a_keep_alive_client_posting_small_bodies_is_not_a_chunk_flood() {
+    let server = Server::start(&example("upload"), &["--no-tls", "--h1-chunk-budget", "8"]);
+    let url = format!("{}/", server.url);
+    let mut args = vec!["--data-binary", "x", "-w", "%{http_code} %{num_connects}\n"];
+    for _ in 0..40 {
+        args.extend(["-o", "/dev/null", url.as_str()]);
+    }
+    let out = curl(&args);
+    let report = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = report.lines().collect();
+    assert_eq!(lines.len(), 40, "{report}");
+    assert!(lines.iter().all(|l| l.starts_with("200 ")), "{report}");
+    let connects: u32 = lines
+        .iter()
+        .map(|l| l.split(' ').nth(1).unwrap().parse::<u32>().unwrap())
+        .sum();
+    assert_eq!(
+        connects, 1,
+        "the connection was closed on the way: {report}"
+    );
+}

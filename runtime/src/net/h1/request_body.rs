@@ -134,6 +134,7 @@ async fn pump(
     // The guest dropped its body: nobody reads on, however much room is left (else a
     // client trickling a body nobody wants, or going silent, holds the connection).
     let reader_gone = || Arc::strong_count(&inbox) == 1;
+    let mut first_frame = true;
     loop {
         let wanted = poll_fn(|cx| match inbox.read_ahead(READ_AHEAD, cx.waker()) {
             _ if reader_gone() => Poll::Ready(false),
@@ -187,7 +188,7 @@ async fn pump(
                 }
             },
         };
-        let within = crate::sync::lock(&budget).frame(data.len());
+        let within = crate::sync::lock(&budget).frame(data.len(), std::mem::take(&mut first_frame));
         if !within {
             tracing::debug!(
                 "http/1.1 connection closed: its request body came in chunks too small \
