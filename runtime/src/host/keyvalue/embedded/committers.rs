@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use super::super::backend::{Failure, Outcome};
 use super::sync::sync_now;
 use super::transaction::{Job, Totals, answer, batch, commit};
-use super::wal::{WAL_FRAMES, WalSize, wal_full, wal_limit};
+use super::wal::{WAL_FRAMES, WalSize, batch_wal_limit, wal_full};
 use super::{File, storage};
 
 /// A thread of the file, stopped and joined when this is dropped: its channel's
@@ -108,7 +108,7 @@ impl Drop for Scheduled {
 /// to [`MAX_BATCH`] writes or [`MAX_BATCH_BYTES`] each, so one commit adds a
 /// bounded amount to the WAL); each write is answered once its transaction is
 /// committed, or failed with it. A group refused while the WAL is past the
-/// writes' [`wal_limit`] is refused whole, checked under the connection so that
+/// writes' [`batch_wal_limit`] is refused whole, checked under the connection so that
 /// commits never pass it together.
 async fn commit_group(file: Arc<File>, scheduled: Scheduled) {
     // `yield_now` defers this task past the event loop's next poll: a task spawned
@@ -118,7 +118,7 @@ async fn commit_group(file: Arc<File>, scheduled: Scheduled) {
     let mut jobs = scheduled.writes().into_iter();
     while let Some(first) = jobs.next() {
         let (writes, answers) = batch(first, || jobs.next());
-        let limit = writes.iter().map(|w| wal_limit(w.quota)).min().unwrap_or(0);
+        let limit = batch_wal_limit(&writes);
         let committed = file
             .on_conn(move |file, conn| {
                 if file.wal.over(limit) {
@@ -129,14 +129,8 @@ async fn commit_group(file: Arc<File>, scheduled: Scheduled) {
                 Ok(Ok(outcomes))
             })
             .await;
-        match committed {
-            Ok(Err(refused)) => {
-                let refused = answers.iter().map(|_| Err(refused.clone())).collect();
-                answer(answers, Ok(refused));
-            }
-            Ok(Ok(outcomes)) => answer(answers, Ok(outcomes)),
-            Err(failed) => answer(answers, Err(failed)),
-        }
+        // Refused or failed, every write of the transaction gets that failure.
+        answer(answers, committed.flatten());
     }
 }
 
@@ -149,7 +143,7 @@ pub(super) fn not_committed() -> Failure {
 /// The writer thread of a `disk` file: every write queued when it is free goes into
 /// one transaction (up to [`MAX_BATCH`] writes or [`MAX_BATCH_BYTES`]), committed
 /// before any of them is answered; a sync once the WAL holds half of
-/// [`wal_limit`], so it never holds more than that and one batch. Ends when the
+/// [`batch_wal_limit`], so it never holds more than that and one batch. Ends when the
 /// backend is dropped.
 pub(super) fn write_loop(
     conn: &Connection,
@@ -161,7 +155,7 @@ pub(super) fn write_loop(
         let (writes, answers) = batch(first, || jobs.try_recv().ok());
         answer(answers, commit(conn, totals, &writes).map_err(storage));
         wal.set_frames(WAL_FRAMES.with(Cell::get));
-        let limit = writes.iter().map(|w| wal_limit(w.quota)).min().unwrap_or(0);
+        let limit = batch_wal_limit(&writes);
         if wal.bytes() > limit / 2 && sync_now(conn) {
             wal.set_frames(0);
         }

@@ -28,14 +28,14 @@ pub(super) struct Write {
 impl Write {
     /// The bytes of keys and values it writes, about.
     fn bytes(&self) -> u64 {
-        let keys = |keys: &mut dyn Iterator<Item = usize>| keys.sum::<usize>() as u64;
-        match &self.change {
-            Change::Set(pairs) => keys(&mut pairs.iter().map(|(k, v)| k.len() + v.len())),
-            Change::Delete(keys_) => keys(&mut keys_.iter().map(String::len)),
-            Change::Increment(key, _) => key.len() as u64 + 20,
-            Change::Swap { key, value, .. } => (key.len() + value.len()) as u64,
+        let bytes: usize = match &self.change {
+            Change::Set(pairs) => pairs.iter().map(|(k, v)| k.len() + v.len()).sum(),
+            Change::Delete(keys) => keys.iter().map(String::len).sum(),
+            Change::Increment(key, _) => key.len() + 20,
+            Change::Swap { key, value, .. } => key.len() + value.len(),
             Change::Purge => 0,
-        }
+        };
+        bytes as u64
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::super::backend::{Failure, Quota};
+use super::transaction::Write;
 
 /// The least a file's WAL may hold before writes are refused ([`wal_limit`]); also
 /// what SQLite truncates a WAL it starts over to (`journal_size_limit`).
@@ -18,6 +19,11 @@ pub(super) const MIN_WAL_LIMIT: u64 = 4 << 20;
 /// this plus one write (itself within `max_bytes`).
 pub(in crate::host::keyvalue) fn wal_limit(quota: Quota) -> u64 {
     quota.max_bytes.max(MIN_WAL_LIMIT)
+}
+
+/// The limit for a transaction of `writes`: the strictest of their apps' quotas.
+pub(super) fn batch_wal_limit(writes: &[Write]) -> u64 {
+    writes.iter().map(|w| wal_limit(w.quota)).min().unwrap_or(0)
 }
 
 /// How much the file's WAL holds, as the last commit or sync left it.
