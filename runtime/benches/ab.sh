@@ -8,18 +8,20 @@
 # wedge --bench suite`) compares wedge with the references; this compares two wedges.
 #
 # Usage: runtime/benches/ab.sh A_WEDGE B_WEDGE COMPONENT.wasm [wedge serve flags…]
-# Environment: ROUNDS (5), SECONDS (5), WARMUP (2), PROTO (h1 | h2c), URLPATH (/),
+# Environment: ROUNDS (5), SECONDS (5), WARMUP (2), PROTO (h1 | h2c), CONNS (32: the
+# load's connections), URLPATH (/),
 # BPATH (B's path, URLPATH unless set: one wedge, as A and B, on a route and its
 # control), METHOD (GET; h1 only: POST sends an empty body).
 # Needs wrk (h1) or h2load (h2c), and taskset. Loopback only; every load is bounded
 # by `timeout`.
 set -euo pipefail
 
-[ $# -ge 3 ] || { sed -n '2,16p' "$0"; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,17p' "$0"; exit 2; }
 A=$1 B=$2 COMPONENT=$3
 shift 3
-ROUNDS=${ROUNDS:-5} SECONDS_=${SECONDS:-5} WARMUP=${WARMUP:-2}
-PROTO=${PROTO:-h1} URLPATH=${URLPATH:-/} BPATH=${BPATH:-$URLPATH} METHOD=${METHOD:-GET}
+# Bash's own SECONDS (the time since the shell started, 0 here) hides an unset one.
+ROUNDS=${ROUNDS:-5} SECONDS_=$(printenv SECONDS || echo 5) WARMUP=${WARMUP:-2}
+PROTO=${PROTO:-h1} CONNS=${CONNS:-32} URLPATH=${URLPATH:-/} BPATH=${BPATH:-$URLPATH} METHOD=${METHOD:-GET}
 TMP=$(mktemp -d)
 echo "wrk.method = \"$METHOD\"" >"$TMP/method.lua"
 PIDS=()
@@ -60,12 +62,12 @@ load() {
     local url="http://127.0.0.1:$1$3" out
     case $PROTO in
     h1)
-        out=$(timeout -k 5 $(($2 + 60)) taskset -c 0 wrk -t 1 -c 32 -d "${2}s" -s "$TMP/method.lua" "$url")
+        out=$(timeout -k 5 $(($2 + 60)) taskset -c 0 wrk -t 1 -c "$CONNS" -d "${2}s" -s "$TMP/method.lua" "$url")
         echo "$out" | awk '/requests in/ {n=$1} /Non-2xx/ {bad=$NF} /Requests\/sec/ {r=$2}
                            END {print n-bad, r}'
         ;;
     h2c)
-        out=$(timeout -k 5 $(($2 + 60)) taskset -c 0 h2load -c 32 -m 16 -t 1 -D "$2" "$url")
+        out=$(timeout -k 5 $(($2 + 60)) taskset -c 0 h2load -c "$CONNS" -m 16 -t 1 -D "$2" "$url")
         echo "$out" | awk '/^requests:/ {n=$8} /^finished in/ {gsub(",","",$4); r=$4} END {print n, r}'
         ;;
     *) echo "PROTO is h1 or h2c" >&2; exit 2 ;;
