@@ -6,7 +6,8 @@
 //! Workers stop together and drain together, and no runtime is dropped before every
 //! worker has drained: tasks on one runtime may serve another's requests (a reused
 //! instance's task runs where its first request was; an outbound client's pooled
-//! connections run where they were opened), and a current-thread runtime runs its
+//! connections run where they were opened; an app's key-value commit task runs where
+//! the write that started it was), and a current-thread runtime runs its
 //! tasks only while its thread drives it.
 
 use std::sync::Arc;

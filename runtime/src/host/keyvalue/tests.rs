@@ -624,6 +624,86 @@ async fn a_locked_file_does_not_hold_up_another_apps_writes() {
     assert_eq!(waiting.await.unwrap(), Ok(()));
 }
 
+/// A group carrying more than 64 KiB is committed on a blocking thread, so another
+/// app's small write on the same async thread is answered while the large one
+/// waits for its commit. The runtime's one blocking thread is kept busy until then,
+/// so the large commit cannot end first. (Committed on the async thread, as every
+/// group was, the 512 KiB write was answered first: its commit held the thread,
+/// and the other app waited.)
+#[test]
+fn a_large_commit_does_not_hold_up_another_apps_writes() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(1)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (large_path, small_path) = (temp_file("large"), temp_file("small"));
+        let large: Arc<dyn Backend> =
+            Arc::new(Embedded::open_now(&large_path, every_second(Durability::Os)).unwrap());
+        let small = Embedded::open_now(&small_path, every_second(Durability::Os)).unwrap();
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        let blocking_thread_taken = tokio::task::spawn_blocking(move || gate.recv());
+
+        let (started, running) = tokio::sync::oneshot::channel();
+        let writing = tokio::spawn(async move {
+            started.send(()).unwrap();
+            let value = vec![7; 512 << 10];
+            large
+                .set_many(bucket("a"), vec![("k".into(), value)], ROOMY)
+                .await
+        });
+        // Resumes once the large write waits for its group's commit.
+        running.await.unwrap();
+        let answered = small.set_many(bucket("a"), vec![("k".into(), b"v".to_vec())], ROOMY);
+        assert_eq!(answered.await, Ok(()));
+        assert!(!writing.is_finished(), "the large write was answered first");
+        release.send(()).unwrap();
+        blocking_thread_taken.await.unwrap().unwrap();
+        assert_eq!(writing.await.unwrap(), Ok(()));
+    });
+}
+
+/// A file commits one group at a time: a write that comes while a commit waits for
+/// the file joins the next group, which that commit takes once it is done, instead
+/// of scheduling a commit of its own that would wait beside it (on a blocking
+/// thread, for the connection: one more for each write that came, up to the app's
+/// `max_in_flight`). Before, the second write here scheduled a second commit.
+#[tokio::test(flavor = "current_thread")]
+async fn a_write_that_comes_while_a_commit_waits_joins_the_next_group() {
+    let path = temp_file("one-commit");
+    let db: Arc<dyn Backend> =
+        Arc::new(Embedded::open_now(&path, every_second(Durability::Os)).unwrap());
+    let holder = embedded::connect(&path, "NORMAL").unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let write = |value: &'static [u8]| {
+        let db = db.clone();
+        tokio::spawn(async move {
+            let pairs = vec![("k".into(), value.to_vec())];
+            db.set_many(bucket("a"), pairs, ROOMY).await
+        })
+    };
+    let tasks = tokio::runtime::Handle::current().metrics();
+
+    let first = write(b"1");
+    // The write joins a group and schedules its commit; the commit yields once, then
+    // finds the file locked and waits for it on a blocking thread.
+    tokio::task::yield_now().await;
+    tokio::task::yield_now().await;
+    let before = tasks.num_alive_tasks();
+    let second = write(b"2");
+    tokio::task::yield_now().await;
+    assert_eq!(
+        tasks.num_alive_tasks(),
+        before + 1,
+        "the second write scheduled a commit"
+    );
+
+    holder.execute_batch("COMMIT").unwrap();
+    assert_eq!(first.await.unwrap(), Ok(()));
+    assert_eq!(second.await.unwrap(), Ok(()));
+    assert_eq!(db.get(bucket("a"), "k").await, Ok(Some(b"2".to_vec())));
+}
+
 /// A write budget lets one second's worth through, then refuses while the app owes
 /// and lets writes through again once time has paid the debt.
 #[tokio::test(start_paused = true)]

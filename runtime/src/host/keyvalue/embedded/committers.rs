@@ -1,5 +1,6 @@
-//! Who commits a file's writes: the group of one turn of the event loop (`os`),
-//! or the writer thread (`disk`), and the threads of a file.
+//! Who commits a file's writes: a file's one commit task, in groups of the writes
+//! that came in a turn of the event loop or while it committed (`os`), or the
+//! writer thread (`disk`), and the threads of a file.
 
 use std::cell::Cell;
 use std::sync::{Arc, Mutex, mpsc};
@@ -8,7 +9,7 @@ use rusqlite::Connection;
 
 use super::super::backend::{Failure, Outcome};
 use super::sync::sync_now;
-use super::transaction::{Job, Totals, answer, batch, commit};
+use super::transaction::{Job, Totals, answer, batch, commit, small_enough_for_async_thread};
 use super::wal::{WAL_FRAMES, WalSize, batch_wal_limit, wal_full};
 use super::{File, storage};
 
@@ -60,13 +61,15 @@ impl<T> Drop for Stopper<T> {
 /// The writes of an `os` file waiting for their group's commit.
 #[derive(Default)]
 pub(super) struct Group {
-    /// `None`: no commit is scheduled yet; the next write schedules one.
+    /// `None`: no commit is scheduled or running; the next write schedules one.
+    /// `Some`: the writes the scheduled or running commit takes next.
     waiting: Mutex<Option<Vec<Job>>>,
 }
 
 impl Group {
-    /// Puts `job` into the next commit of `file`, scheduled on this async thread
-    /// ([`commit_group`]) if `job` is its first write.
+    /// Puts `job` into the next commit of `file`: the one scheduled or running (it
+    /// takes the writes that came meanwhile once it is done with its own), or one
+    /// scheduled now on this async thread ([`commit_group`]).
     pub(super) fn join(self: &Arc<Group>, file: &Arc<File>, job: Job) {
         let mut waiting = crate::sync::lock(&self.waiting);
         if let Some(jobs) = waiting.as_mut() {
@@ -80,57 +83,85 @@ impl Group {
     }
 }
 
-/// A group's scheduled commit. Dropped before it took the group's writes (its
-/// runtime ending), it drops them, which fails them, and the next write schedules a
-/// commit again.
+/// A file's scheduled or running commit: one at a time, so writes that come while
+/// a transaction is committed (on a blocking thread, or by another worker) wait
+/// for the next one instead of each taking a thread of their own to wait for the
+/// connection. Dropped before it was done (its runtime ending), it drops the
+/// writes still waiting, which fails them, and the next write schedules a commit
+/// again.
 struct Scheduled(Option<Arc<Group>>);
 
 impl Scheduled {
-    /// The group's writes; later ones make a new group.
-    fn writes(mut self) -> Vec<Job> {
-        let group = self.0.take();
-        group
-            .and_then(|group| crate::sync::lock(&group.waiting).take())
-            .unwrap_or_default()
+    /// The writes that came since the last call; none once there are none left, and
+    /// then the next write schedules a new commit.
+    fn next_writes(&mut self) -> Vec<Job> {
+        let Some(group) = &self.0 else {
+            return Vec::new();
+        };
+        let mut waiting = crate::sync::lock(&group.waiting);
+        let jobs = waiting.as_mut().map(std::mem::take).unwrap_or_default();
+        if jobs.is_empty() {
+            *waiting = None;
+            drop(waiting);
+            self.0 = None;
+        }
+        jobs
     }
 }
 
 impl Drop for Scheduled {
     fn drop(&mut self) {
         if let Some(group) = self.0.take() {
-            drop(crate::sync::lock(&group.waiting).take());
+            let dropped = crate::sync::lock(&group.waiting).take();
+            drop(dropped);
         }
     }
 }
 
-/// Commits a group: once the tasks ready now have run, and those the next poll of
-/// the event loop wakes, every write they made is taken into one transaction (up
-/// to [`MAX_BATCH`] writes or [`MAX_BATCH_BYTES`] each, so one commit adds a
-/// bounded amount to the WAL); each write is answered once its transaction is
-/// committed, or failed with it. A group refused while the WAL is past the
-/// writes' [`batch_wal_limit`] is refused whole, checked under the connection so that
-/// commits never pass it together.
-async fn commit_group(file: Arc<File>, scheduled: Scheduled) {
-    // `yield_now` defers this task past the event loop's next poll: a task spawned
-    // from a task (as this one) may run next, before the other ready tasks (tokio's
-    // multi-thread scheduler keeps it in its LIFO slot), which made groups of one.
-    tokio::task::yield_now().await;
-    let mut jobs = scheduled.writes().into_iter();
-    while let Some(first) = jobs.next() {
-        let (writes, answers) = batch(first, || jobs.next());
-        let limit = batch_wal_limit(&writes);
-        let committed = file
-            .on_conn(move |file, conn| {
+/// Commits a file's writes in groups: once the tasks ready now have run, and those
+/// the next poll of the event loop wakes, every write they made is taken into one
+/// transaction (up to [`MAX_BATCH`] writes or [`MAX_BATCH_BYTES`] each, so one
+/// commit adds a bounded amount to the WAL), committed on this async thread if it
+/// is small ([`MAX_ASYNC_COMMIT_BYTES`]), else on a blocking thread; then the
+/// writes that came meanwhile, until none are left. Each write is answered once
+/// its transaction is committed, or failed with it. A group refused while the WAL
+/// is past the writes' [`batch_wal_limit`] is refused whole, checked under the
+/// connection so that commits never pass it together.
+async fn commit_group(file: Arc<File>, mut scheduled: Scheduled) {
+    loop {
+        // `yield_now` defers this task past the event loop's next poll: a task
+        // spawned from a task (as this one) may run next, before the other ready
+        // tasks (tokio's multi-thread scheduler keeps it in its LIFO slot), which
+        // made groups of one. Before each later round too: writes from other
+        // workers may keep coming, and this thread's other tasks must not wait for
+        // a run of commits. (A round holds at most the app's `max_in_flight`
+        // writes: one transaction unless it carries megabytes, and those are
+        // committed on a blocking thread.)
+        tokio::task::yield_now().await;
+        let taken = scheduled.next_writes();
+        if taken.is_empty() {
+            return;
+        }
+        let mut jobs = taken.into_iter();
+        while let Some(first) = jobs.next() {
+            let (writes, answers) = batch(first, || jobs.next());
+            let limit = batch_wal_limit(&writes);
+            let small = small_enough_for_async_thread(&writes);
+            let apply = move |file: &File, conn: &Connection| {
                 if file.wal.over(limit) {
                     return Ok(Err(wal_full(limit)));
                 }
                 let outcomes = commit(conn, &file.totals, &writes)?;
                 file.wal.set_frames(WAL_FRAMES.with(Cell::get));
                 Ok(Ok(outcomes))
-            })
-            .await;
-        // Refused or failed, every write of the transaction gets that failure.
-        answer(answers, committed.flatten());
+            };
+            let committed = match small {
+                true => file.on_conn(apply).await,
+                false => file.on_blocking_thread(apply).await,
+            };
+            // Refused or failed, every write of the transaction gets that failure.
+            answer(answers, committed.flatten());
+        }
     }
 }
 

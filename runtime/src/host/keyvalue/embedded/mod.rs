@@ -5,15 +5,18 @@
 //! Reads run in the guest's host call (a query on the app's connection, about a
 //! microsecond; counted as the guest's CPU time like any host work). Writes depend on
 //! the app's `durability`:
-//! - `os` (the default): grouped on the async thread ([`Group`]): the writes that
-//!   arrive in one turn of the event loop share one transaction appended to the WAL
-//!   with `synchronous=NORMAL`, and each is acknowledged once the OS has that
-//!   transaction, no fsync, so it survives a crash of wedge. (A commit is most of a
-//!   write's cost, two `pwrite`s and the WAL index's insert: grouped, concurrent
-//!   writers share one.) A thread of the file checkpoints the WAL every
-//!   `sync_interval` (an fsync of the WAL, then of the file): a power cut may lose
-//!   that last interval of writes, never the file's consistency (SQLite's WAL
-//!   checksums drop a torn tail).
+//! - `os` (the default): grouped ([`Group`]): the writes that arrive in one turn of
+//!   the event loop, or while the file's previous transaction was committed, share
+//!   one transaction appended to the WAL with `synchronous=NORMAL`, committed by
+//!   one task at a time (on an async thread when it is small, on a blocking
+//!   thread when it carries more than 64 KiB: another app's requests on that
+//!   thread must not wait for megabytes to be copied), and each is acknowledged
+//!   once the OS has that transaction, no fsync, so it survives a crash of wedge.
+//!   (A commit is most of a write's cost, two `pwrite`s and the WAL index's
+//!   insert: grouped, concurrent writers share one.) A thread of the file
+//!   checkpoints the WAL every `sync_interval` (an fsync of the WAL, then of the
+//!   file): a power cut may lose that last interval of writes, never the file's
+//!   consistency (SQLite's WAL checksums drop a torn tail).
 //! - `disk`: the file's writer thread takes every write queued when it is free into
 //!   one transaction, committed with `synchronous=FULL` (an fsync of the WAL) before
 //!   any of them is acknowledged: concurrent writers share an fsync instead of
@@ -103,8 +106,8 @@ struct File {
 
 /// Where writes are committed.
 enum Writes {
-    /// Grouped on the caller's async thread, committed on `conn`; `syncer` makes
-    /// them durable on disk.
+    /// Grouped by the file's commit task (on the async thread of the write that
+    /// started it), committed on `conn`; `syncer` makes them durable on disk.
     Grouped {
         group: Arc<Group>,
         dirty: Arc<AtomicBool>,
@@ -146,6 +149,15 @@ impl File {
                 done => return done.map_err(storage),
             }
         }
+        self.on_blocking_thread(op).await
+    }
+
+    /// `op` on the app's connection on a blocking thread, which waits for the
+    /// connection and the file's lock.
+    async fn on_blocking_thread<T: Send + 'static>(
+        self: &Arc<File>,
+        op: impl FnOnce(&File, &Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Outcome<T> {
         let file = self.clone();
         tokio::task::spawn_blocking(move || op(&file, &crate::sync::lock(&file.conn)))
             .await

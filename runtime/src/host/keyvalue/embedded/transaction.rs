@@ -18,6 +18,19 @@ pub(super) const MAX_BATCH: usize = 256;
 /// one transaction adds about that much to the WAL (plus one write).
 pub(super) const MAX_BATCH_BYTES: u64 = 4 << 20;
 
+/// Bytes of keys and values up to which a group's transaction is committed on the
+/// async thread that grouped it. A larger one, or a purge, is committed on a
+/// blocking thread: copying megabytes into the WAL on an async thread held up every
+/// other app's requests on that thread meanwhile.
+pub(super) const MAX_ASYNC_COMMIT_BYTES: u64 = 64 << 10;
+
+/// Whether a transaction of `writes` is small enough to commit on an async thread
+/// ([`MAX_ASYNC_COMMIT_BYTES`]).
+pub(super) fn small_enough_for_async_thread(writes: &[Write]) -> bool {
+    let purges = writes.iter().any(|w| matches!(w.change, Change::Purge));
+    !purges && writes.iter().map(Write::bytes).sum::<u64>() <= MAX_ASYNC_COMMIT_BYTES
+}
+
 /// A write, its bucket and the quota it must stay within.
 pub(super) struct Write {
     pub(super) bucket: String,
