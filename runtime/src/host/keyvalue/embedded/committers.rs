@@ -122,7 +122,7 @@ impl Drop for Scheduled {
 /// the next poll of the event loop wakes, every write they made is taken into one
 /// transaction (up to [`MAX_BATCH`] writes or [`MAX_BATCH_BYTES`] each, so one
 /// commit adds a bounded amount to the WAL), committed on this async thread if it
-/// is small ([`MAX_ASYNC_COMMIT_BYTES`]), else on a blocking thread; then the
+/// is small ([`MAX_ASYNC_THREAD_BYTES`]), else on a blocking thread; then the
 /// writes that came meanwhile, until none are left. Each write is answered once
 /// its transaction is committed, or failed with it. A group refused while the WAL
 /// is past the writes' [`batch_wal_limit`] is refused whole, checked under the

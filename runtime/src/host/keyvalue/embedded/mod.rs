@@ -3,8 +3,9 @@
 //! bytes) that quotas are checked against in each write's transaction.
 //!
 //! Reads run in the guest's host call (a query on the app's connection, about a
-//! microsecond; counted as the guest's CPU time like any host work). Writes depend on
-//! the app's `durability`:
+//! microsecond; counted as the guest's CPU time like any host work), on a blocking
+//! thread for a batch carrying more than [`MAX_ASYNC_THREAD_BYTES`]. Writes depend
+//! on the app's `durability`:
 //! - `os` (the default): grouped ([`Group`]): the writes that arrive in one turn of
 //!   the event loop, or while the file's previous transaction was committed, share
 //!   one transaction appended to the WAL with `synchronous=NORMAL`, committed by
@@ -78,6 +79,13 @@ pub(super) const SCHEMA: &str = "
     );
     INSERT OR IGNORE INTO totals VALUES (0, 0, 0);
 ";
+
+/// Bytes of keys and values one operation may copy on an async thread: a commit
+/// (a group's transaction) or a batch read carrying more runs on a blocking thread,
+/// for copying megabytes there held up every other app's requests on that thread
+/// (a 15 MiB `get-many` about 60 ms). A lone `get` stays on the async thread: its
+/// value is at most `max_value_size`, and a read there needs no thread hop.
+pub(super) const MAX_ASYNC_THREAD_BYTES: u64 = 64 << 10;
 
 /// How an app's file is written: when a write is acknowledged, and how often an
 /// `os` file is synced (the most a power cut may lose: Redis' `appendfsync
@@ -276,6 +284,42 @@ fn get_value(conn: &Connection, bucket: &str, key: &str) -> rusqlite::Result<Opt
         .optional()
 }
 
+/// What a batch read found.
+enum BatchRead {
+    Values(Vec<Option<Vec<u8>>>),
+    /// The values come to more than the caller has room for.
+    TooBig,
+    /// More than may be copied where it was asked: to be read on a blocking thread.
+    Large,
+}
+
+/// The values of `keys`, sized first (no value copied) and read after, in one read
+/// transaction: none if they come to more than `max_bytes` (`TooBig`) or than
+/// `copy_limit` (`Large`).
+fn read_batch(
+    conn: &Connection,
+    name: &str,
+    keys: &[String],
+    max_bytes: u64,
+    copy_limit: u64,
+) -> rusqlite::Result<BatchRead> {
+    let txn = conn.unchecked_transaction()?;
+    let mut bytes = 0u64;
+    for key in keys {
+        bytes += stored_len(&txn, name, key)?.unwrap_or(0) as u64;
+        if bytes > max_bytes {
+            return Ok(BatchRead::TooBig);
+        }
+    }
+    if bytes > copy_limit {
+        return Ok(BatchRead::Large);
+    }
+    let values = keys.iter().map(|key| get_value(&txn, name, key));
+    values
+        .collect::<rusqlite::Result<_>>()
+        .map(BatchRead::Values)
+}
+
 fn stored_len(conn: &Connection, bucket: &str, key: &str) -> rusqlite::Result<Option<usize>> {
     conn.prepare_cached("SELECT length(value) FROM kv WHERE bucket = ?1 AND key = ?2")?
         .query_row(params![bucket, key], |row| row.get(0))
@@ -306,21 +350,26 @@ impl Backend for Embedded {
         keys: &[String],
         max_bytes: u64,
     ) -> Outcome<Vec<Option<Vec<u8>>>> {
-        let (name, keys) = (bucket.name.to_string(), keys.to_vec());
+        let batch = Arc::new((bucket.name.to_string(), keys.to_vec()));
+        let small = batch.clone();
         let read = self.read(move |conn| {
-            // Sized first (no value copied), read after: in one read transaction.
-            let txn = conn.unchecked_transaction()?;
-            let mut bytes = 0u64;
-            for key in &keys {
-                bytes += stored_len(&txn, &name, key)?.unwrap_or(0) as u64;
-                if bytes > max_bytes {
-                    return Ok(None);
-                }
-            }
-            let values = keys.iter().map(|key| get_value(&txn, &name, key));
-            values.collect::<rusqlite::Result<_>>().map(Some)
+            let (name, keys) = &*small;
+            read_batch(conn, name, keys, max_bytes, MAX_ASYNC_THREAD_BYTES)
         });
-        read.await?.ok_or_else(|| batch_too_big(max_bytes))
+        let read = match read.await? {
+            BatchRead::Large => {
+                let large = move |_: &File, conn: &Connection| {
+                    let (name, keys) = &*batch;
+                    read_batch(conn, name, keys, max_bytes, u64::MAX)
+                };
+                self.file.on_blocking_thread(large).await?
+            }
+            read => read,
+        };
+        match read {
+            BatchRead::Values(values) => Ok(values),
+            BatchRead::TooBig | BatchRead::Large => Err(batch_too_big(max_bytes)),
+        }
     }
 
     async fn exists(&self, bucket: Bucket<'_>, key: &str) -> Outcome<bool> {

@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 use super::super::backend::{Failure, Outcome, Quota, add, stored_number};
-use super::{get_value, put_value, stored_len};
+use super::{MAX_ASYNC_THREAD_BYTES, get_value, put_value, stored_len};
 
 /// Writes one transaction takes at most (a group's, a `disk` batch's): each waits for
 /// its commit.
@@ -18,17 +18,11 @@ pub(super) const MAX_BATCH: usize = 256;
 /// one transaction adds about that much to the WAL (plus one write).
 pub(super) const MAX_BATCH_BYTES: u64 = 4 << 20;
 
-/// Bytes of keys and values up to which a group's transaction is committed on the
-/// async thread that grouped it. A larger one, or a purge, is committed on a
-/// blocking thread: copying megabytes into the WAL on an async thread held up every
-/// other app's requests on that thread meanwhile.
-pub(super) const MAX_ASYNC_COMMIT_BYTES: u64 = 64 << 10;
-
 /// Whether a transaction of `writes` is small enough to commit on an async thread
-/// ([`MAX_ASYNC_COMMIT_BYTES`]).
+/// ([`MAX_ASYNC_THREAD_BYTES`]); a purge never is.
 pub(super) fn small_enough_for_async_thread(writes: &[Write]) -> bool {
     let purges = writes.iter().any(|w| matches!(w.change, Change::Purge));
-    !purges && writes.iter().map(Write::bytes).sum::<u64>() <= MAX_ASYNC_COMMIT_BYTES
+    !purges && writes.iter().map(Write::bytes).sum::<u64>() <= MAX_ASYNC_THREAD_BYTES
 }
 
 /// A write, its bucket and the quota it must stay within.
