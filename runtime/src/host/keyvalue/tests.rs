@@ -624,78 +624,87 @@ async fn a_locked_file_does_not_hold_up_another_apps_writes() {
     assert_eq!(waiting.await.unwrap(), Ok(()));
 }
 
-/// A group carrying more than 64 KiB is committed on a blocking thread, so another
-/// app's small write on the same async thread is answered while the large one
-/// waits for its commit. The runtime's one blocking thread is kept busy until then,
-/// so the large commit cannot end first. (Committed on the async thread, as every
-/// group was, the 512 KiB write was answered first: its commit held the thread,
-/// and the other app waited.)
-#[test]
-fn a_large_commit_does_not_hold_up_another_apps_writes() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+/// A current-thread runtime with one blocking thread, for
+/// [`answered_while_another_waits_for_a_blocking_thread`] to hold.
+fn runtime_with_one_blocking_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .max_blocking_threads(1)
         .build()
-        .unwrap();
-    runtime.block_on(async {
-        let (large_path, small_path) = (temp_file("large"), temp_file("small"));
-        let large: Arc<dyn Backend> =
-            Arc::new(Embedded::open_now(&large_path, every_second(Durability::Os)).unwrap());
-        let small = Embedded::open_now(&small_path, every_second(Durability::Os)).unwrap();
-        let (release, gate) = std::sync::mpsc::channel::<()>();
-        let blocking_thread_taken = tokio::task::spawn_blocking(move || gate.recv());
+        .unwrap()
+}
 
-        let (started, running) = tokio::sync::oneshot::channel();
-        let writing = tokio::spawn(async move {
-            started.send(()).unwrap();
-            let value = vec![7; 512 << 10];
+/// Two apps' files: the first (shared, for a spawned task) and the second.
+fn two_apps(first: &str, second: &str) -> (Arc<dyn Backend>, Embedded) {
+    let settings = every_second(Durability::Os);
+    let first = Embedded::open_now(&temp_file(first), settings).unwrap();
+    let second = Embedded::open_now(&temp_file(second), settings).unwrap();
+    (Arc::new(first), second)
+}
+
+/// Holds the runtime's one blocking thread, starts `first` in a task and, once that
+/// task has run as far as it goes, awaits `second` on this thread: `second` must be
+/// answered while `first` still waits (for a blocking thread: it cannot end first).
+/// Then frees the thread; both outcomes.
+async fn answered_while_another_waits_for_a_blocking_thread<T: Send + 'static, S>(
+    first: impl Future<Output = T> + Send + 'static,
+    second: impl Future<Output = S>,
+) -> (T, S) {
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let blocking_thread_taken = tokio::task::spawn_blocking(move || gate.recv());
+    let (started, running) = tokio::sync::oneshot::channel();
+    let first = tokio::spawn(async move {
+        started.send(()).unwrap();
+        first.await
+    });
+    running.await.unwrap();
+    let second = second.await;
+    assert!(!first.is_finished(), "the large one was answered first");
+    release.send(()).unwrap();
+    blocking_thread_taken.await.unwrap().unwrap();
+    (first.await.unwrap(), second)
+}
+
+/// A group carrying more than 64 KiB is committed on a blocking thread, so another
+/// app's small write on the same async thread is answered while the large one
+/// waits for its commit. (Committed on the async thread, as every group was, the
+/// 512 KiB write was answered first: its commit held the thread, and the other app
+/// waited.)
+#[test]
+fn a_large_commit_does_not_hold_up_another_apps_writes() {
+    runtime_with_one_blocking_thread().block_on(async {
+        let (large, small) = two_apps("large", "small");
+        let value = vec![7; 512 << 10];
+        let large_write = async move {
             large
                 .set_many(bucket("a"), vec![("k".into(), value)], ROOMY)
                 .await
-        });
-        // Resumes once the large write waits for its group's commit.
-        running.await.unwrap();
-        let answered = small.set_many(bucket("a"), vec![("k".into(), b"v".to_vec())], ROOMY);
-        assert_eq!(answered.await, Ok(()));
-        assert!(!writing.is_finished(), "the large write was answered first");
-        release.send(()).unwrap();
-        blocking_thread_taken.await.unwrap().unwrap();
-        assert_eq!(writing.await.unwrap(), Ok(()));
+        };
+        let small_write = small.set_many(bucket("a"), vec![("k".into(), b"v".to_vec())], ROOMY);
+        let (large, small) =
+            answered_while_another_waits_for_a_blocking_thread(large_write, small_write).await;
+        assert_eq!(small, Ok(()));
+        assert_eq!(large, Ok(()));
     });
 }
 
 /// A batch read carrying more than 64 KiB runs on a blocking thread, so another
 /// app's read on the same async thread is answered while the large one waits for
-/// it (the runtime's one blocking thread is kept busy until then). On the async
-/// thread, as every read was, a 15 MiB `get-many` held the thread about 60 ms.
+/// it. On the async thread, as every read was, a 15 MiB `get-many` held the thread
+/// about 60 ms.
 #[test]
 fn a_large_batch_read_does_not_hold_up_another_apps_reads() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .max_blocking_threads(1)
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let (large_path, small_path) = (temp_file("large-read"), temp_file("small-read"));
-        let large: Arc<dyn Backend> =
-            Arc::new(Embedded::open_now(&large_path, every_second(Durability::Os)).unwrap());
-        let small = Embedded::open_now(&small_path, every_second(Durability::Os)).unwrap();
+    runtime_with_one_blocking_thread().block_on(async {
+        let (large, small) = two_apps("large-read", "small-read");
         let pairs = vec![("k".into(), vec![7; 96 << 10])];
         assert_eq!(large.set_many(bucket("a"), pairs, ROOMY).await, Ok(()));
         let pairs = vec![("k".into(), b"v".to_vec())];
         assert_eq!(small.set_many(bucket("a"), pairs, ROOMY).await, Ok(()));
-        let (release, gate) = std::sync::mpsc::channel::<()>();
-        let blocking_thread_taken = tokio::task::spawn_blocking(move || gate.recv());
-
-        let (started, running) = tokio::sync::oneshot::channel();
-        let reading = tokio::spawn(async move {
-            started.send(()).unwrap();
-            large.get_many(bucket("a"), &["k".into()], 1 << 20).await
-        });
-        running.await.unwrap();
-        assert_eq!(small.get(bucket("a"), "k").await, Ok(Some(b"v".to_vec())));
-        assert!(!reading.is_finished(), "the large read was answered first");
-        release.send(()).unwrap();
-        blocking_thread_taken.await.unwrap().unwrap();
-        assert_eq!(reading.await.unwrap(), Ok(vec![Some(vec![7; 96 << 10])]));
+        let large_read = async move { large.get_many(bucket("a"), &["k".into()], 1 << 20).await };
+        let small_read = small.get(bucket("a"), "k");
+        let (large, small) =
+            answered_while_another_waits_for_a_blocking_thread(large_read, small_read).await;
+        assert_eq!(small, Ok(Some(b"v".to_vec())));
+        assert_eq!(large, Ok(vec![Some(vec![7; 96 << 10])]));
     });
 }
 

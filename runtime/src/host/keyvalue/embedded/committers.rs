@@ -146,7 +146,7 @@ async fn commit_group(file: Arc<File>, mut scheduled: Scheduled) {
         while let Some(first) = jobs.next() {
             let (writes, answers) = batch(first, || jobs.next());
             let limit = batch_wal_limit(&writes);
-            let small = small_enough_for_async_thread(&writes);
+            let on_async_thread = small_enough_for_async_thread(&writes);
             let apply = move |file: &File, conn: &Connection| {
                 if file.wal.over(limit) {
                     return Ok(Err(wal_full(limit)));
@@ -155,9 +155,10 @@ async fn commit_group(file: Arc<File>, mut scheduled: Scheduled) {
                 file.wal.set_frames(WAL_FRAMES.with(Cell::get));
                 Ok(Ok(outcomes))
             };
-            let committed = match small {
-                true => file.on_conn(apply).await,
-                false => file.on_blocking_thread(apply).await,
+            let committed = if on_async_thread {
+                file.on_conn(apply).await
+            } else {
+                file.on_blocking_thread(apply).await
             };
             // Refused or failed, every write of the transaction gets that failure.
             answer(answers, committed.flatten());
