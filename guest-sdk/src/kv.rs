@@ -26,6 +26,9 @@
 //! as text, and with the `json` feature [`Store::get_json`] and [`Store::set_json`]
 //! keep serde values as JSON.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use crate::{Error, ErrorKind};
 
 // Only these interfaces: wasi:http and the rest come from wstd's bindings.
@@ -42,16 +45,35 @@ pub const DEFAULT_BUCKET: &str = "default";
 /// How many times [`Store::update`] tries when other writers keep changing the key.
 const UPDATE_TRIES: usize = 16;
 
+thread_local! {
+    /// The buckets this instance opened, by name, kept open for its later requests:
+    /// opening and dropping a bucket are host calls, two of the three an operation
+    /// would otherwise cost, and a reused instance would make them on every request.
+    /// At most one entry a bucket the app may open (a refused name is not kept), so
+    /// one of the instance's key-value handles (`max_handles`) each.
+    static OPENED: RefCell<Vec<(String, Rc<store::Bucket>)>> = const { RefCell::new(Vec::new()) };
+}
+
 /// An open bucket of the app's store.
 pub struct Store {
-    bucket: store::Bucket,
+    bucket: Rc<store::Bucket>,
 }
 
 impl Store {
-    /// Opens the bucket `name`; an error if the app may not open it.
+    /// Opens the bucket `name`; an error if the app may not open it. The instance
+    /// keeps the bucket open: opening it again, on this request or a later one the
+    /// instance serves, costs no call to the host.
     pub fn open(name: &str) -> Result<Store, Error> {
-        let bucket = store::open(name).map_err(kv_error)?;
-        Ok(Store { bucket })
+        OPENED.with_borrow_mut(|opened| {
+            if let Some((_, bucket)) = opened.iter().find(|(open, _)| open == name) {
+                return Ok(Store {
+                    bucket: bucket.clone(),
+                });
+            }
+            let bucket = Rc::new(store::open(name).map_err(kv_error)?);
+            opened.push((name.to_string(), bucket.clone()));
+            Ok(Store { bucket })
+        })
     }
 
     /// Opens the `default` bucket.

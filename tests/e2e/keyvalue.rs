@@ -376,6 +376,29 @@ fn handles_and_batches_past_their_limits_are_errors_for_the_guest() {
     assert_eq!(call(&server, "GET", "/v2/default/k", None), ok("v"));
 }
 
+/// `wedge_sdk::kv` keeps each bucket an instance opened open for its later
+/// requests: opening it again costs no host call and no handle, so a guest that
+/// opens the bucket in every handler (the examples do) holds one handle however
+/// many it opens, and a reused instance opens it once. (Before, each open was a
+/// handle and two host calls, an open and a drop, beside the operation's own: past
+/// `max_handles` opens at once were refused.) A bucket the app may not open is not
+/// kept.
+#[test]
+fn the_sdk_opens_a_bucket_once_an_instance() {
+    let args = ["--no-tls", "--kv-max-handles", "2", "--instance-reuse", "8"];
+    let server = Server::start(&example("kv_probe"), &args);
+    assert_eq!(call(&server, "PUT", "/v2/default/k", Some("v")).0, "204");
+    for _ in 0..3 {
+        assert_eq!(
+            call(&server, "GET", "/v2/default/k/reopen?n=5", None),
+            ok("5\n")
+        );
+    }
+    let other = call(&server, "GET", "/v2/other/k/reopen?n=1", None);
+    assert!(refused("no such bucket")(&other), "{other:?}");
+    assert_eq!(call(&server, "GET", "/v2/default/k", None), ok("v"));
+}
+
 /// An app writes at most `max_write_rate` bytes of keys and values a second: one
 /// write past a second's worth passes, the next is refused while the app owes.
 #[test]
