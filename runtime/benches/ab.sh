@@ -11,7 +11,8 @@
 # Environment: ROUNDS (5), SECONDS (5), WARMUP (2), PROTO (h1 | h2c), CONNS (32: the
 # load's connections), URLPATH (/),
 # BPATH (B's path, URLPATH unless set: one wedge, as A and B, on a route and its
-# control), METHOD (GET; h1 only: POST sends an empty body).
+# control), METHOD (GET; h1 only: POST sends an empty body), BODY (a file: the
+# request body, sent as a POST on h1 and h2c).
 # Needs wrk (h1) or h2load (h2c), and taskset. Loopback only; every load is bounded
 # by `timeout`.
 set -euo pipefail
@@ -23,7 +24,14 @@ shift 3
 ROUNDS=${ROUNDS:-5} SECONDS_=$(printenv SECONDS || echo 5) WARMUP=${WARMUP:-2}
 PROTO=${PROTO:-h1} CONNS=${CONNS:-32} URLPATH=${URLPATH:-/} BPATH=${BPATH:-$URLPATH} METHOD=${METHOD:-GET}
 TMP=$(mktemp -d)
-echo "wrk.method = \"$METHOD\"" >"$TMP/method.lua"
+BODY=${BODY:-}
+if [ -n "$BODY" ]; then
+    METHOD=POST
+    # wrk takes the body as a Lua string: a long bracket holds any bytes but "]==]".
+    { echo "wrk.method = \"POST\""; printf 'wrk.body = [==['; cat "$BODY"; echo ']==]'; } >"$TMP/method.lua"
+else
+    echo "wrk.method = \"$METHOD\"" >"$TMP/method.lua"
+fi
 PIDS=()
 cleanup() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -67,7 +75,7 @@ load() {
                            END {print n-bad, r}'
         ;;
     h2c)
-        out=$(timeout -k 5 $(($2 + 60)) taskset -c 0 h2load -c "$CONNS" -m 16 -t 1 -D "$2" "$url")
+        out=$(timeout -k 5 $(($2 + 60)) taskset -c 0 h2load -c "$CONNS" -m 16 -t 1 -D "$2" ${BODY:+-d "$BODY"} "$url")
         echo "$out" | awk '/^requests:/ {n=$8} /^finished in/ {gsub(",","",$4); r=$4} END {print n, r}'
         ;;
     *) echo "PROTO is h1 or h2c" >&2; exit 2 ;;

@@ -12,10 +12,19 @@ use super::guest_log::GuestOutput;
 use super::outbound::Outbound;
 use super::outbound_client::{OutboundClient, Timeouts};
 
-/// A chunk the guest may hand over in one write. With one buffered chunk the
-/// guest blocks once about two chunks are queued, so memory per response is
-/// bounded whatever the guest does.
+/// A chunk the guest may hand over in one write. A WASI 0.2 response body queues
+/// at most `OUTGOING_BODY_QUEUE + 1` such chunks (80 KiB) before the guest's
+/// writes wait for the protocol engine (or hyper) to take them, so memory per
+/// response is bounded whatever the guest does; the queued bytes were allocated in
+/// the guest's host calls and count in its instance's `host_memory`.
 const OUTGOING_BODY_CHUNK: usize = 16 * 1024;
+
+/// Chunks a WASI 0.2 response body holds for the engine beyond the one wasmtime's
+/// channel always has room for. With one (wasmtime's default) a guest that
+/// streams small flushed writes parks after every second one and hyper writes
+/// each pair on its own: the 8×1 KiB stream took ~6.5 `write` calls a response
+/// over HTTP/1.1 and 1.36× the CPU of four (BENCHMARKS.md, issue 20 (k)).
+const OUTGOING_BODY_QUEUE: usize = 4;
 
 /// An app's outbound policy and its requests in flight, shared by all of the
 /// app's stores.
@@ -111,7 +120,7 @@ impl WasiHttpHooks for GuestHooks {
     }
 
     fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
-        1
+        OUTGOING_BODY_QUEUE
     }
 
     fn p2_outgoing_body_chunk_size(&mut self) -> usize {
