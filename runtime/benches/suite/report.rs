@@ -177,7 +177,7 @@ enum Goal {
     },
 }
 
-const TARGETS: [(&str, Goal); 17] = [
+const TARGETS: [(&str, Goal); 20] = [
     (
         "wasm hello, fresh instance, h1: wedge ÷ wasmtime serve",
         Goal::Ratio {
@@ -280,6 +280,33 @@ const TARGETS: [(&str, Goal); 17] = [
             num: "p3.wedge.h2c",
             den: "p3.wedge.h1",
             max: 1.0,
+            stretch: None,
+        },
+    ),
+    (
+        "issue 20: wasm hello, fresh instance, wedge h2c ÷ wedge h1",
+        Goal::Ratio {
+            num: "wasm.wedge.h2c",
+            den: "wasm.wedge.h1",
+            max: 1.1,
+            stretch: None,
+        },
+    ),
+    (
+        "issue 20: wasm hello, fresh instance, wedge h2 (TLS) ÷ wedge h1",
+        Goal::Ratio {
+            num: "wasm.wedge.h2",
+            den: "wasm.wedge.h1",
+            max: 1.1,
+            stretch: None,
+        },
+    ),
+    (
+        "issue 20: wasm hello, fresh instance, wedge h3 ÷ wedge h1",
+        Goal::Ratio {
+            num: "wasm.wedge.h3",
+            den: "wasm.wedge.h1",
+            max: 1.1,
             stretch: None,
         },
     ),
