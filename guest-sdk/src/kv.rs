@@ -46,12 +46,13 @@ pub const DEFAULT_BUCKET: &str = "default";
 const UPDATE_TRIES: usize = 16;
 
 thread_local! {
-    /// The buckets this instance opened, by name, kept open for its later requests:
+    /// The bucket this instance opened last, kept open for its later requests:
     /// opening and dropping a bucket are host calls, two of the three an operation
     /// would otherwise cost, and a reused instance would make them on every request.
-    /// At most one entry a bucket the app may open (a refused name is not kept), so
-    /// one of the instance's key-value handles (`max_handles`) each.
-    static OPENED: RefCell<Vec<(String, Rc<store::Bucket>)>> = const { RefCell::new(Vec::new()) };
+    /// One only: kept buckets are key-value handles the instance holds
+    /// (`max_handles`), so an app that opens many (a client choosing the name)
+    /// must not pile them up; opening another one lets the kept one go.
+    static KEPT: RefCell<Option<(String, Rc<store::Bucket>)>> = const { RefCell::new(None) };
 }
 
 /// An open bucket of the app's store.
@@ -61,17 +62,22 @@ pub struct Store {
 
 impl Store {
     /// Opens the bucket `name`; an error if the app may not open it. The instance
-    /// keeps the bucket open: opening it again, on this request or a later one the
-    /// instance serves, costs no call to the host.
+    /// keeps the bucket it opened last: opening it again, on this request or a later
+    /// one the instance serves, costs no call to the host.
     pub fn open(name: &str) -> Result<Store, Error> {
-        OPENED.with_borrow_mut(|opened| {
-            if let Some((_, bucket)) = opened.iter().find(|(open, _)| open == name) {
+        KEPT.with_borrow_mut(|kept| {
+            if let Some((kept_name, bucket)) = kept.as_ref()
+                && kept_name == name
+            {
                 return Ok(Store {
                     bucket: bucket.clone(),
                 });
             }
+            // The kept bucket goes first (unless a `Store` still holds it), so the
+            // new one never needs a handle more than before.
+            *kept = None;
             let bucket = Rc::new(store::open(name).map_err(kv_error)?);
-            opened.push((name.to_string(), bucket.clone()));
+            *kept = Some((name.to_string(), bucket.clone()));
             Ok(Store { bucket })
         })
     }

@@ -376,7 +376,7 @@ fn handles_and_batches_past_their_limits_are_errors_for_the_guest() {
     assert_eq!(call(&server, "GET", "/v2/default/k", None), ok("v"));
 }
 
-/// `wedge_sdk::kv` keeps each bucket an instance opened open for its later
+/// `wedge_sdk::kv` keeps the bucket an instance opened last open for its later
 /// requests: opening it again costs no host call and no handle, so a guest that
 /// opens the bucket in every handler (the examples do) holds one handle however
 /// many it opens, and a reused instance opens it once. (Before, each open was a
@@ -397,6 +397,32 @@ fn the_sdk_opens_a_bucket_once_an_instance() {
     let other = call(&server, "GET", "/v2/other/k/reopen?n=1", None);
     assert!(refused("no such bucket")(&other), "{other:?}");
     assert_eq!(call(&server, "GET", "/v2/default/k", None), ok("v"));
+}
+
+/// Only the bucket an instance opened last is kept: a client naming one bucket
+/// after another (any the app's `buckets` allow) cannot pile the instance's
+/// handles up to `max_handles`, locking everyone the instance serves out of the
+/// store, nor leave a compare-and-swap without the handle it needs. (The hostile
+/// probe of a first version, which kept every bucket opened, found both: the third
+/// name and every request after were refused.)
+#[test]
+fn a_reused_instance_keeps_one_bucket_whatever_names_clients_send() {
+    let store = keyvalue("embedded", "buckets = [\"*\"]\nmax_handles = 2");
+    let path = config(&format!(
+        "[[app]]\nname = \"many\"\ncomponent = \"{{probe}}\"\nroutes = [\"/\"]\n{store}\
+         [app.limits]\ninstance_reuse = 64\n"
+    ));
+    let server = Server::start_config(&path, &[]);
+    for name in ["a", "b", "c", "d", "e"] {
+        let absent = call(&server, "GET", &format!("/v2/{name}/k"), None);
+        assert_eq!(absent.0, "404", "{name}: {absent:?}");
+    }
+    // A compare-and-swap holds the bucket's handle and one of its own.
+    assert_eq!(
+        call(&server, "POST", "/v2/f/k/cas", Some("v")),
+        ok("swapped\n")
+    );
+    assert_eq!(call(&server, "GET", "/v2/f/k", None), ok("v"));
 }
 
 /// An app writes at most `max_write_rate` bytes of keys and values a second: one
