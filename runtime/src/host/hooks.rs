@@ -20,11 +20,22 @@ use super::outbound_client::{OutboundClient, Timeouts};
 const OUTGOING_BODY_CHUNK: usize = 16 * 1024;
 
 /// Chunks a WASI 0.2 response body holds for the engine beyond the one wasmtime's
-/// channel always has room for. With one (wasmtime's default) a guest that
+/// channel always has room for, at most. With one (wasmtime's default) a guest that
 /// streams small flushed writes parks after every second one and hyper writes
 /// each pair on its own: the 8×1 KiB stream took ~6.5 `write` calls a response
 /// over HTTP/1.1 and 1.36× the CPU of four (BENCHMARKS.md, issue 20 (k)).
 const OUTGOING_BODY_QUEUE: usize = 4;
+
+/// The chunks a response body may queue for an instance with `host_memory` bytes
+/// of budget: [`OUTGOING_BODY_QUEUE`], fewer where the queue would pass a quarter
+/// of the budget, and at least one (wasmtime's default). The queued bytes are
+/// charged to the instance: with a small budget a full queue of four would fail a
+/// guest that streamed fine with one (the hostile probe: 16 KiB writes to a fast
+/// client failed below about 96 KiB of `host_memory`, where one chunk passed).
+fn response_body_queue(host_memory: u64) -> usize {
+    let chunks = host_memory / 4 / OUTGOING_BODY_CHUNK as u64;
+    (chunks.saturating_sub(1) as usize).clamp(1, OUTGOING_BODY_QUEUE)
+}
 
 /// An app's outbound policy and its requests in flight, shared by all of the
 /// app's stores.
@@ -74,11 +85,22 @@ pub struct GuestHooks {
     /// Where what the guest's calls make wedge say goes: the app's log budget.
     log: Arc<GuestOutput>,
     outbound: Arc<OutboundGate>,
+    /// Chunks a WASI 0.2 response body queues (`response_body_queue`).
+    body_queue: usize,
 }
 
 impl GuestHooks {
-    pub(crate) fn new(log: Arc<GuestOutput>, outbound: Arc<OutboundGate>) -> Self {
-        GuestHooks { log, outbound }
+    /// `host_memory`: the instance's budget, which sizes its response bodies' queue.
+    pub(crate) fn new(
+        log: Arc<GuestOutput>,
+        outbound: Arc<OutboundGate>,
+        host_memory: u64,
+    ) -> Self {
+        GuestHooks {
+            log,
+            outbound,
+            body_queue: response_body_queue(host_memory),
+        }
     }
 }
 
@@ -120,7 +142,7 @@ impl WasiHttpHooks for GuestHooks {
     }
 
     fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
-        OUTGOING_BODY_QUEUE
+        self.body_queue
     }
 
     fn p2_outgoing_body_chunk_size(&mut self) -> usize {
@@ -131,5 +153,23 @@ impl WasiHttpHooks for GuestHooks {
     // write and holds one such chunk while the engine has no credit to take it.
     fn p3_outgoing_body_chunk_size(&mut self) -> usize {
         OUTGOING_BODY_CHUNK
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_response_body_queues_four_chunks_within_a_quarter_of_the_host_memory() {
+        const KIB: u64 = 1024;
+        // The default budget, and any from 320 KiB: the full queue (80 KiB).
+        assert_eq!(response_body_queue(16 * 1024 * KIB), OUTGOING_BODY_QUEUE);
+        assert_eq!(response_body_queue(320 * KIB), OUTGOING_BODY_QUEUE);
+        // Smaller ones: what fits a quarter, down to wasmtime's default of one.
+        assert_eq!(response_body_queue(256 * KIB), 3);
+        assert_eq!(response_body_queue(128 * KIB), 1);
+        assert_eq!(response_body_queue(96 * KIB), 1);
+        assert_eq!(response_body_queue(0), 1);
     }
 }

@@ -162,7 +162,7 @@ pub(super) fn new_store(
         wasi,
         http: WasiHttpCtx::new(),
         table,
-        hooks: GuestHooks::new(output.clone(), outbound.clone()),
+        hooks: GuestHooks::new(output.clone(), outbound.clone(), limits.host_memory),
         vars: vars.clone(),
         keyvalue: keyvalue.clone(),
         kv_handles: KvHandles::default(),
