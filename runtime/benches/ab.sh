@@ -26,7 +26,6 @@ PROTO=${PROTO:-h1} CONNS=${CONNS:-32} URLPATH=${URLPATH:-/} BPATH=${BPATH:-$URLP
 TMP=$(mktemp -d)
 BODY=${BODY:-}
 if [ -n "$BODY" ]; then
-    METHOD=POST
     # wrk takes the body as a Lua string: a long bracket holds any bytes but "]==]".
     { echo "wrk.method = \"POST\""; printf 'wrk.body = [==['; cat "$BODY"; echo ']==]'; } >"$TMP/method.lua"
 else
