@@ -248,6 +248,46 @@ async fn sigterm_sends_goaway_and_the_request_in_flight_finishes() {
     assert!(status.success(), "{log}");
 }
 
+/// A client that says it is going away (GOAWAY: the `h3` crate's `shutdown`, which oha
+/// sends at the end of every run and then waits for the close) gets what it asked
+/// answered, then the connection closed with H3_NO_ERROR: not held open until the
+/// idle timeout, the client waiting on it all that time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_going_away_is_answered_then_closed_with_h3_no_error() {
+    let server = start("faults", &[]);
+    let quic = server.connect_quic().await;
+    let (mut driver, mut requests): (_, Requests) =
+        h3::client::new(h3_quinn::Connection::new(quic.clone()))
+            .await
+            .unwrap();
+    let (go, going) = tokio::sync::oneshot::channel::<()>();
+    let client = tokio::spawn(async move {
+        tokio::select! {
+            closed = std::future::poll_fn(|cx| driver.poll_close(cx)) => {
+                panic!("closed before the client went away: {closed:?}")
+            }
+            _ = going => {}
+        }
+        driver.shutdown(0).await.unwrap();
+        std::future::poll_fn(|cx| driver.poll_close(cx)).await
+    });
+    let mut slow = requests
+        .send_request(request("GET", "/sleep?ms=500"))
+        .await
+        .unwrap();
+    slow.finish().await.unwrap();
+    // The server has the slow stream once it answered one opened after it.
+    let (status, _) = get(&mut requests, "/stdout").await;
+    assert_eq!(status, StatusCode::OK);
+    go.send(()).unwrap();
+    assert_eq!(
+        read_response(&mut slow).await,
+        (StatusCode::OK, b"slept 500\n".to_vec())
+    );
+    assert_eq!(closed_with(&quic).await, 0x100, "H3_NO_ERROR");
+    assert!(client.await.unwrap().is_h3_no_error());
+}
+
 fn alt_svc(url: &str, version: &str) -> Option<String> {
     let out = curl(&["-sk", version, "-D", "-", "-o", "/dev/null", url]);
     assert!(out.status.success());

@@ -340,6 +340,14 @@ impl<H: Handler<RequestHead>> Driver<H> {
             && shutdown.as_mut().poll(cx).is_ready()
         {
             self.shutdown = None;
+            self.go_away();
+        }
+    }
+
+    /// GOAWAY, once: the requests in flight finish, later ones are refused, then the
+    /// connection closes ([`Driver::drained`]).
+    fn go_away(&mut self) {
+        if self.unacked.is_none() {
             self.core.goaway(&mut self.control.out);
             self.unacked = Some(Vec::new());
         }
@@ -570,7 +578,13 @@ impl<H: Handler<RequestHead>> Driver<H> {
                         let _ = uni.recv.stop(quic_code(code));
                     }
                 }
-                Event::PeerGoaway { .. } => tracing::debug!("h3: the client is going away"),
+                // The client is done (the `h3` crate's `shutdown`, oha at the end of
+                // a run): it waits for us to close, so the connection is not held open
+                // until the idle timeout; what it sent before is still answered.
+                Event::PeerGoaway { .. } => {
+                    tracing::debug!("h3: the client is going away");
+                    self.go_away();
+                }
                 Event::Blocked { stream, consumed } => {
                     if let Some(stream) = self.request(stream) {
                         stream.held = Some(Held {
