@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::process::Command;
 
-use support::h2::{post, read_body, send_body};
+use support::h2::post_while_reading;
 use support::metered::{Metered, app, h2c, send};
 use support::{Server, curl, example, pattern, sha256, temp_dir};
 
@@ -175,13 +175,8 @@ async fn a_body_streamed_beside_running_handlers_stays_within_a_small_host_memor
         .map(|_| send(&mut client, "/sleep?ms=60000"))
         .collect();
     let body = pattern(1 << 20, 7);
-    let (response, mut upload) = client.send_request(post("/echo"), false).unwrap();
-    let sent = body.clone();
-    let uploading = tokio::spawn(async move { send_body(&mut upload, &sent).await });
-    let response = response.await.unwrap();
-    assert_eq!(response.status(), 200);
-    let echoed = read_body(response.into_body()).await;
-    uploading.await.unwrap();
+    let (status, echoed) = post_while_reading(&mut client, "/echo", &body).await;
+    assert_eq!(status, 200);
     assert_eq!(echoed.len(), body.len());
     assert_eq!(sha256(&echoed), sha256(&body));
 }

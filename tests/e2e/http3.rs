@@ -227,18 +227,27 @@ async fn exchange_by_hand(quic: &quinn::Connection, section: &[u8]) -> Vec<u8> {
     recv.read_to_end(1 << 20).await.unwrap()
 }
 
+/// A `faults` `/sleep?ms=MS` request the server has in hand: it answered one opened
+/// after it.
+async fn sleeping(
+    requests: &mut Requests,
+    ms: u64,
+) -> RequestStream<h3_quinn::BidiStream<Bytes>, Bytes> {
+    let mut slow = requests
+        .send_request(request("GET", &format!("/sleep?ms={ms}")))
+        .await
+        .unwrap();
+    slow.finish().await.unwrap();
+    let (status, _) = get(requests, "/stdout").await;
+    assert_eq!(status, StatusCode::OK);
+    slow
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_sends_goaway_and_the_request_in_flight_finishes() {
     let server = start("faults", &[]);
     let mut requests = server.connect().await;
-    let mut slow = requests
-        .send_request(request("GET", "/sleep?ms=1000"))
-        .await
-        .unwrap();
-    slow.finish().await.unwrap();
-    // The server has the slow stream once it answered one opened after it.
-    let (status, _) = get(&mut requests, "/stdout").await;
-    assert_eq!(status, StatusCode::OK);
+    let mut slow = sleeping(&mut requests, 1000).await;
     sigterm(server.server.pid());
     assert_eq!(
         read_response(&mut slow).await,
@@ -271,14 +280,7 @@ async fn a_client_going_away_is_answered_then_closed_with_h3_no_error() {
         driver.shutdown(0).await.unwrap();
         std::future::poll_fn(|cx| driver.poll_close(cx)).await
     });
-    let mut slow = requests
-        .send_request(request("GET", "/sleep?ms=500"))
-        .await
-        .unwrap();
-    slow.finish().await.unwrap();
-    // The server has the slow stream once it answered one opened after it.
-    let (status, _) = get(&mut requests, "/stdout").await;
-    assert_eq!(status, StatusCode::OK);
+    let mut slow = sleeping(&mut requests, 500).await;
     go.send(()).unwrap();
     assert_eq!(
         read_response(&mut slow).await,

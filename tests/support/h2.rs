@@ -57,6 +57,24 @@ pub async fn send_body(send: &mut h2::SendStream<Bytes>, body: &[u8]) {
     send.send_data(Bytes::new(), true).unwrap();
 }
 
+/// POSTs `body` to `path` on `client` while reading the response, as an echo needs (its
+/// response flows back under flow control while the upload goes on): the status and
+/// the response body.
+pub async fn post_while_reading(
+    client: &mut SendRequest<Bytes>,
+    path: &str,
+    body: &[u8],
+) -> (http::StatusCode, Vec<u8>) {
+    let (response, mut upload) = client.send_request(post(path), false).unwrap();
+    let sent = body.to_vec();
+    let uploading = tokio::spawn(async move { send_body(&mut upload, &sent).await });
+    let response = response.await.unwrap();
+    let status = response.status();
+    let received = read_body(response.into_body()).await;
+    uploading.await.unwrap();
+    (status, received)
+}
+
 /// Sends on `upload` until the server stops granting credit at exactly one window.
 pub async fn fill_one_window(upload: &mut h2::SendStream<Bytes>) {
     upload.reserve_capacity(1024 * 1024);

@@ -3,7 +3,7 @@
 //! crate.
 
 use support::engine::{TestServer, app};
-use support::h2::{get, post, read_body, send_body, stall_uploads};
+use support::h2::{get, post_while_reading, read_body, stall_uploads};
 use support::{pattern, sha256, streamed};
 use wedge::net::h2::H2Config;
 
@@ -55,15 +55,8 @@ async fn echo_returns_10_mib_byte_identical() {
     let server = TestServer::app(app("echo"), H2Config::default()).await;
     let mut client = server.client().await;
     let body = pattern(10 * 1024 * 1024, 7);
-    let (response, mut send) = client.send_request(post("/"), false).unwrap();
-    let upload = {
-        let body = body.clone();
-        tokio::spawn(async move { send_body(&mut send, &body).await })
-    };
-    let response = response.await.unwrap();
-    assert_eq!(response.status(), 200);
-    let echoed = read_body(response.into_body()).await;
-    upload.await.unwrap();
+    let (status, echoed) = post_while_reading(&mut client, "/", &body).await;
+    assert_eq!(status, 200);
     assert_eq!(echoed.len(), body.len());
     assert_eq!(sha256(&echoed), sha256(&body));
 }
