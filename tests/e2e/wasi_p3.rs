@@ -193,8 +193,15 @@ fn a_trap_after_the_head_cuts_the_body_off() {
         let out = curl(&[protocol, "-w", "\n%{http_code}", &url]);
         let text = String::from_utf8_lossy(&out.stdout);
         let (body, status) = text.rsplit_once('\n').unwrap();
-        // The head may or may not reach the client before the body is cut off.
-        assert!(["200", "000"].contains(&status), "{protocol}: {status}");
+        // The head and what was written before the trap reach the client, cut off.
+        // Over HTTP/2 wedge sends the head every time (nghttp shows it), but curl
+        // reports no status when the reset comes in the same read as the head.
+        let heads = if protocol == "--http1.1" {
+            &["200"][..]
+        } else {
+            &["200", "000"]
+        };
+        assert!(heads.contains(&status), "{protocol}: {status}");
         assert!(
             body.len() <= 3 * 4096 && body.bytes().all(|b| b == b'x'),
             "{protocol}"

@@ -176,12 +176,10 @@ impl Matrix {
                         );
                     }
                     Expect::Aborted => {
-                        // HTTP/2 delivers what came before the reset; HTTP/1.1 may lose
-                        // the head (hyper drops what it had not flushed when the body
-                        // fails), and so may HTTP/3 (a reset stream's unread data is
-                        // discarded).
+                        // HTTP/1.1 and HTTP/2 deliver what came before the failure;
+                        // HTTP/3 may not (a reset stream's unread data is discarded).
                         let head =
-                            answer.status == 200 || (proto != Proto::H2 && answer.status == 0);
+                            answer.status == 200 || (proto == Proto::H3 && answer.status == 0);
                         assert!(head && !answer.complete, "{what}: {answer:?}");
                     }
                 }

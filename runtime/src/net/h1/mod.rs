@@ -1,6 +1,7 @@
 //! HTTP/1.1 connections, served by hyper and dispatched to a [`Service`].
 
 mod chunk_budget;
+mod fail_after_flush;
 mod host_field;
 mod request_body;
 
@@ -16,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 pub use chunk_budget::{ChunkBudget, DEFAULT_CHUNK_BUDGET};
+use fail_after_flush::FailAfterFlush;
 use request_body::BodyReader;
 
 use super::io_fault::io_fault;
@@ -89,14 +91,14 @@ pub async fn serve<IO, S>(
         async move {
             let started = match started {
                 Ok(started) => started,
-                Err(fault) => return Ok(bad_request(&service, fault)),
+                Err(fault) => return Ok(bad_request(&service, fault).map(FailAfterFlush::new)),
             };
             let request = hyper::Request::from_parts(parts, started.body);
             let response = service.call(request, scheme).await;
             if let Some(first_read) = started.first_read {
                 first_read.settled().await;
             }
-            Ok::<_, Infallible>(response)
+            Ok::<_, Infallible>(response.map(FailAfterFlush::new))
         }
     });
     let connection = http1::Builder::new()
