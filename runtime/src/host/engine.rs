@@ -100,6 +100,10 @@ pub(crate) fn baseline(engine: &Engine) -> Option<&'static Engine> {
 /// pool's address space cannot be reserved; with `compile` tiered, their Winch
 /// siblings too.
 pub fn build_engine(pool: &PoolConfig, compile: Compile) -> Result<Engine> {
+    let pool = &match PoolingAllocationConfig::is_pagemap_scan_available() {
+        true => without_resident_pages_under_swap(pool, read_proc_swaps()),
+        false => pool.clone(),
+    };
     let arch = std::env::consts::ARCH;
     let compile = match compile_mode_on(compile, arch) {
         Ok(compile) => compile,
@@ -187,6 +191,46 @@ fn pooled_engine(pool: &PoolConfig, concurrency: bool, strategy: Strategy) -> Re
 const DEFAULT_KEEP_RESIDENT: u64 = 16 << 20;
 const TABLE_KEEP_RESIDENT: usize = 1 << 20;
 
+/// `pool` as it may run where `proc_swaps` (`/proc/swaps`, `None` if unreadable) is
+/// the kernel's list of swap areas: with any, or without the list, no page is kept
+/// resident. wasmtime 48.0.10's `PAGEMAP_SCAN` reset finds the pages an instance
+/// dirtied among those *present*: a dirtied page the kernel swapped out is neither
+/// reset nor given back, so the next instance in that slot, another tenant's
+/// perhaps, would read it. Giving every page back (`madvise`) drops swapped pages
+/// too. (Fixed upstream in 48.0.11 and 50.0.1; 48.0.11 cannot be installed from
+/// crates.io, a crate of its release is missing, and 50.0.1 costs a fresh instance
+/// 1.5x: BENCHMARKS.md, (n).)
+fn without_resident_pages_under_swap(pool: &PoolConfig, proc_swaps: Option<String>) -> PoolConfig {
+    let swap_areas = proc_swaps.map(|list| {
+        list.lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .count()
+    });
+    if pool.keep_resident == 0 || swap_areas == Some(0) {
+        return pool.clone();
+    }
+    match swap_areas {
+        Some(areas) => tracing::warn!(
+            "swap is on ({areas} area(s) in /proc/swaps): pool slots give every page back \
+             between instances (--pool-keep-resident ignored), so that no page an instance \
+             dirtied, swapped out, outlives it"
+        ),
+        None => tracing::warn!(
+            "/proc/swaps unreadable: pool slots give every page back between instances \
+             (--pool-keep-resident ignored), as if swap were on"
+        ),
+    }
+    PoolConfig {
+        keep_resident: 0,
+        ..pool.clone()
+    }
+}
+
+fn read_proc_swaps() -> Option<String> {
+    std::fs::read_to_string("/proc/swaps").ok()
+}
+
 fn keep_pages_resident(pooling: &mut PoolingAllocationConfig, bytes: u64) {
     // Without the scan, keeping pages resident means a `memset` of the whole bound
     // on every instance's exit: slower than `madvise` for bounds this large.
@@ -240,5 +284,22 @@ mod tests {
                 Ok(Compile::Optimized)
             );
         }
+    }
+
+    #[test]
+    fn no_page_is_kept_resident_where_the_kernel_may_swap_or_does_not_say() {
+        let header = "Filename\tType\tSize\tUsed\tPriority\n";
+        let kept = |list: Option<&str>, bytes| {
+            let pool = PoolConfig {
+                keep_resident: bytes,
+                ..PoolConfig::default()
+            };
+            without_resident_pages_under_swap(&pool, list.map(String::from)).keep_resident
+        };
+        assert_eq!(kept(Some(header), 16 << 20), 16 << 20, "no swap area");
+        let zram = format!("{header}/dev/zram0  partition\t4194300\t0\t100\n");
+        assert_eq!(kept(Some(&zram), 16 << 20), 0, "a swap area");
+        assert_eq!(kept(None, 16 << 20), 0, "no list");
+        assert_eq!(kept(Some(&zram), 0), 0, "already off");
     }
 }
