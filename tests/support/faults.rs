@@ -17,8 +17,8 @@ use crate::protocols::{Answer, Client, Proto};
 pub enum Expect {
     /// A whole response with this status.
     Status(u16),
-    /// A 200 head, then a body that never ends cleanly (over HTTP/1.1 and HTTP/3 the
-    /// client may see the close or reset alone).
+    /// A 200 head, then a body that never ends cleanly (over HTTP/3 the client may
+    /// see the reset alone).
     Aborted,
 }
 

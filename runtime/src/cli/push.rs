@@ -83,6 +83,8 @@ fn check(
     let engine = host::build_engine(
         &PoolConfig {
             max_instances: 1,
+            // Nothing runs: no pages to keep (nor a warning about them under swap).
+            keep_resident: 0,
             ..PoolConfig::default()
         },
         host::Compile::Optimized,

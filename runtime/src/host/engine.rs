@@ -197,7 +197,8 @@ const TABLE_KEEP_RESIDENT: usize = 1 << 20;
 /// dirtied among those *present*: a dirtied page the kernel swapped out is neither
 /// reset nor given back, so the next instance in that slot, another tenant's
 /// perhaps, would read it. Giving every page back (`madvise`) drops swapped pages
-/// too. (Fixed upstream in 48.0.11 and 50.0.1; 48.0.11 cannot be installed from
+/// too. Tables go with it: `keep_pages_resident` keeps them resident only with
+/// memory. (Fixed upstream in 48.0.11 and 50.0.0; 48.0.11 cannot be installed from
 /// crates.io, a crate of its release is missing, and 50.0.1 costs a fresh instance
 /// 1.5x: BENCHMARKS.md, (n).)
 fn without_resident_pages_under_swap(pool: &PoolConfig, proc_swaps: Option<String>) -> PoolConfig {

@@ -5,7 +5,9 @@
 //! A body that fails drops the connection at once, buffer and all: a guest that
 //! trapped right after writing its head and a chunk left the client an empty reply
 //! (98 of 100 `/trap-mid-body` requests) instead of a `200` and a body cut off. Held
-//! back, the failure meets hyper after its flush.
+//! back, the failure meets hyper after its flush: what the socket took then reaches
+//! the client (all of it unless the client stopped reading; a failure is never held
+//! longer than one poll, so a client that reads nothing holds nothing).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
