@@ -100,9 +100,10 @@ pub(crate) fn baseline(engine: &Engine) -> Option<&'static Engine> {
 /// pool's address space cannot be reserved; with `compile` tiered, their Winch
 /// siblings too.
 pub fn build_engine(pool: &PoolConfig, compile: Compile) -> Result<Engine> {
-    let pool = &match PoolingAllocationConfig::is_pagemap_scan_available() {
-        true => without_resident_pages_under_swap(pool, read_proc_swaps()),
-        false => pool.clone(),
+    let pool = &if PoolingAllocationConfig::is_pagemap_scan_available() {
+        without_resident_pages_under_swap(pool, read_proc_swaps())
+    } else {
+        pool.clone()
     };
     let arch = std::env::consts::ARCH;
     let compile = match compile_mode_on(compile, arch) {
