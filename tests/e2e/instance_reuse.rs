@@ -341,6 +341,33 @@ fn a_reused_instance_s_response_body_ends_at_its_wall_time() {
     assert_eq!(wedge.created("probe"), 1.0, "the instance lives on");
 }
 
+/// Attack review (stop 37): a WASI 0.3 body whose HTTP/1.1 client never read was
+/// not cut off at its wall time (hyper, waiting on the socket, polled nothing that
+/// would show it), and held the app's one slot for as long as the client held the
+/// connection: every other request got `503`. Now the response ends at its wall
+/// time and the slot comes back, the silent client still connected. (With the
+/// watch taken out of `h1::serve`, the queued request got `503`.)
+#[test]
+fn a_client_that_never_reads_holds_a_p3_slot_no_longer_than_its_wall_time() {
+    let limits = "max_concurrent = 1\nqueue = 1\nqueue_timeout = \"60s\"\nwall_time = \"1s\"";
+    let wedge = Metered::start(&[app("probe", "p3_probe", "/probe", limits)]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _silent = rt.block_on(support::never_reading(
+        wedge.server().authority(),
+        "/probe/drip?ms=0",
+        1,
+        None,
+    ));
+    poll_until("the drip running", || {
+        (wedge.running("probe") == 1.0).then_some(())
+    });
+    // Queued behind the drip's slot: let in once the drip is over.
+    let (status, text) = get(&wedge, "/probe/count");
+    assert_eq!(status, "200", "{text}");
+    let wall = [("app", "probe"), ("kind", "wall_timeout")];
+    assert_eq!(wedge.samples().get("wedge_guest_faults_total", &wall), 1.0);
+}
+
 #[test]
 fn another_request_s_trap_does_not_cut_off_a_body_its_guest_finished() {
     let limits = "instance_reuse = 100\ninstance_idle = \"60s\"";

@@ -511,3 +511,99 @@ async fn one_client_holds_at_most_its_share_of_connections_and_all_at_most_the_c
     let samples = scrape(&admin).await;
     assert!(closed(&samples, "connection_limit") >= 2.0);
 }
+
+/// Attack review (stop 37): hyper polls a response body only while it can write, so a
+/// client that sent its request and never read held its HTTP/1.1 connection (its
+/// descriptor, ~4 MB of buffers) past its response's wall time, until it read or left:
+/// the cut-off went unseen while hyper waited on the socket. The connection is now
+/// reset once the response is cut off, over TLS too: a FIN would have left the kernel
+/// holding what waited for the client. (It stayed open with the watch taken out of
+/// `h1::serve`, and the client read on to a clean EOF with the reset taken out.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_is_let_go_once_its_response_is_cut_off() {
+    let admin = Arc::new(
+        tokio::task::spawn_blocking(|| {
+            let apps = format!(
+                "[[app]]\nname = \"feed\"\ncomponent = \"{}\"\nroutes = [\"/\"]\n\n\
+                 [app.limits]\nwall_time = \"1s\"\n",
+                example("feed").display(),
+            );
+            Admin::start(&apps, FLAGS, LOG)
+        })
+        .await
+        .unwrap(),
+    );
+    let ca = admin.data_dir.join("tls/dev-cert.pem");
+    for (faults, (addr, tls)) in [(plain_addr(&admin), None), (tls_addr(&admin), Some(&ca))]
+        .into_iter()
+        .enumerate()
+    {
+        // Held, unread, while the server decides.
+        let mut client = support::never_reading(&addr, "/", 1, tls.map(|p| p.as_path())).await;
+        let wanted = faults as f64 + 1.0;
+        scrape_until(
+            &admin,
+            "the response cut off and its connection closed",
+            move |s| {
+                let wall = [("app", "feed"), ("kind", "wall_timeout")];
+                s.get("wedge_guest_faults_total", &wall) == wanted
+                    && s.get("wedge_connections_open", &[("protocol", "h1")]) == 0.0
+            },
+        )
+        .await;
+        // What reached the client's buffer, then the reset.
+        let mut taken = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(30), client.read_to_end(&mut taken));
+        let err = read
+            .await
+            .expect("the connection was left open")
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+    }
+    wait_for_log(&admin, "connection reset: its response was cut off").await;
+}
+
+/// A client that pipelines requests and never reads: each response ends, so none is
+/// cut off, and hyper, waiting on the socket, reads no more of the pipeline (no head
+/// timer runs). It held its connection, and the megabytes queued for it, for as long
+/// as it liked (seen: 1.6 MB after 40 s). `--h1-write-timeout` resets it, as
+/// `--h2-write-timeout` does on HTTP/2; a client that reads is not touched. (Held
+/// with the timeout taken out.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_takes_nothing_written_is_reset_at_the_write_timeout() {
+    let admin = Arc::new(
+        tokio::task::spawn_blocking(|| {
+            let apps = format!(
+                "[[app]]\nname = \"stream\"\ncomponent = \"{}\"\nroutes = [\"/\"]\n\n\
+                 [app.limits]\nwall_time = \"10m\"\n",
+                example("stream").display(),
+            );
+            Admin::start(&apps, &[FLAGS, &["--h1-write-timeout=1s"]].concat(), LOG)
+        })
+        .await
+        .unwrap(),
+    );
+    // 500 responses of 8 KiB: far more than the buffers between them and the client.
+    let mut client = support::never_reading(&plain_addr(&admin), "/", 500, None).await;
+    scrape_until(&admin, "the silent client reset", |s| {
+        closed(s, "write_timeout") == 1.0
+            && s.get("wedge_connections_open", &[("protocol", "h1")]) == 0.0
+    })
+    .await;
+    let mut taken = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), client.read_to_end(&mut taken));
+    let err = read
+        .await
+        .expect("the connection was left open")
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+    wait_for_log(&admin, "the client took nothing written for 1s").await;
+    // A client that reads is served as before.
+    let url = admin.server.url.clone();
+    let size = tokio::task::spawn_blocking(move || {
+        support::curl_write_out(&["%{http_code} %{size_download}", "--http1.1", &url])
+    })
+    .await
+    .unwrap();
+    assert_eq!(size, "200 8192");
+}

@@ -17,8 +17,11 @@ pub mod h2;
 pub mod h3;
 pub mod js;
 pub mod metered;
+mod never_reading;
 pub mod protocols;
 pub mod redis;
+
+pub use never_reading::{Connection, never_reading};
 
 /// The repository root (this crate is its tests/support).
 pub fn repo() -> PathBuf {

@@ -1,5 +1,5 @@
-//! `--handshake-timeout`, `--h1-header-read-timeout`, `--h1-max-head-size` and
-//! `--h1-chunk-budget`: what a
+//! `--handshake-timeout`, `--h1-header-read-timeout`, `--h1-max-head-size`,
+//! `--h1-chunk-budget` and `--h1-write-timeout`: what a
 //! TCP connection may take before HTTP/2's own limits (`--h2-*`) take over, and what
 //! an HTTP/1.1 one may cost. Defaults from [`ConnLimits`] (and shown in `--help`).
 
@@ -38,6 +38,12 @@ pub struct ConnArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub h1_chunk_budget: u32,
 
+    /// Time an HTTP/1.1 client that stopped reading may take none of what waits to
+    /// be written to it (a response, or what a pipeline of them left); past it the
+    /// connection is reset. Any progress, however slow, starts it again.
+    #[arg(long, default_value_t = defaults().h1_write_timeout.into())]
+    pub h1_write_timeout: humantime::Duration,
+
     /// TCP connections open at once, all listeners and workers together; past it
     /// a new one is closed on arrival. Keep it below the file limit (`ulimit -n`).
     #[arg(long, value_name = "N", default_value_t = defaults().max_connections,
@@ -59,6 +65,7 @@ impl ConnArgs {
             h1_header_read: self.h1_header_read_timeout.into(),
             h1_max_head_size: self.h1_max_head_size,
             h1_chunk_budget: self.h1_chunk_budget,
+            h1_write_timeout: self.h1_write_timeout.into(),
             max_connections: self.max_connections,
             max_connections_per_client: self.max_connections_per_client,
         }
@@ -93,6 +100,7 @@ mod tests {
             "--h1-header-read-timeout=2s",
             "--h1-max-head-size=9000",
             "--h1-chunk-budget=7",
+            "--h1-write-timeout=4s",
             "--max-connections=50",
             "--max-connections-per-client=5",
         ]);
@@ -103,6 +111,7 @@ mod tests {
                 h1_header_read: Duration::from_secs(2),
                 h1_max_head_size: 9000,
                 h1_chunk_budget: 7,
+                h1_write_timeout: Duration::from_secs(4),
                 max_connections: 50,
                 max_connections_per_client: 5,
             }

@@ -77,7 +77,8 @@ pub enum CloseReason {
     IdleTimeout,
     /// HTTP/2: every response blocked on a zero window for the zero-window timeout.
     ZeroWindowTimeout,
-    /// HTTP/2: the peer took none of what was written for the write timeout.
+    /// The peer took none of what was written for the write timeout (HTTP/1.1,
+    /// HTTP/2).
     WriteTimeout,
     /// The peer reset the connection (or it broke) while wedge read or wrote; on
     /// HTTP/2, with requests in flight.

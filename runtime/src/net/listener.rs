@@ -24,6 +24,7 @@ use super::h1::H1Limits;
 use super::h2::H2Config;
 use super::h3::H3Config;
 use super::io_fault::io_fault;
+use super::reset_on_close::ResetOnClose;
 use super::reuseport::{self, Share};
 use super::rewind::Rewind;
 use super::service::Service;
@@ -52,6 +53,9 @@ pub struct ConnLimits {
     /// HTTP/1.1 request body frames (chunks) beyond what their octets pay for
     /// ([`super::h1::ChunkBudget`]): past it the connection is closed.
     pub h1_chunk_budget: u32,
+    /// An HTTP/1.1 client that takes none of what waits to be written for this long
+    /// is reset.
+    pub h1_write_timeout: Duration,
     /// TCP connections open at once, all workers together ([`ConnGate`]).
     pub max_connections: u32,
     /// TCP connections open at once from one client (IPv4 address, IPv6 /64).
@@ -65,6 +69,7 @@ impl ConnLimits {
             header_read: self.h1_header_read,
             max_head_size: self.h1_max_head_size,
             chunk_budget: self.h1_chunk_budget,
+            write_timeout: self.h1_write_timeout,
         }
     }
 
@@ -81,6 +86,7 @@ impl Default for ConnLimits {
             h1_header_read: super::h1::HEADER_READ_TIMEOUT,
             h1_max_head_size: super::h1::DEFAULT_MAX_HEAD_SIZE,
             h1_chunk_budget: super::h1::DEFAULT_CHUNK_BUDGET,
+            h1_write_timeout: super::h1::WRITE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
         }
@@ -564,7 +570,7 @@ async fn tls_connection<S: Service>(
 
 async fn serve_h1<IO, S>(io: IO, shared: Shared<S>, scheme: RequestScheme)
 where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    IO: AsyncRead + AsyncWrite + ResetOnClose + Unpin + Send + 'static,
     S: Service,
 {
     let _open = shared.service.counters().connection(Protocol::H1);

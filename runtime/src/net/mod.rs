@@ -10,6 +10,7 @@ pub mod handler;
 mod io_fault;
 pub mod listener;
 pub mod request_body;
+mod reset_on_close;
 mod response_fields;
 mod reuseport;
 mod rewind;

@@ -16,6 +16,10 @@ impl<IO> Rewind<IO> {
     pub fn new(prefix: Bytes, inner: IO) -> Self {
         Rewind { prefix, inner }
     }
+
+    pub fn get_ref(&self) -> &IO {
+        &self.inner
+    }
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Rewind<IO> {

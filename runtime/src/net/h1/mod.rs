@@ -4,6 +4,7 @@ mod chunk_budget;
 mod fail_after_flush;
 mod host_field;
 mod request_body;
+mod stall_watch;
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -19,14 +20,20 @@ use tokio::sync::watch;
 pub use chunk_budget::{ChunkBudget, DEFAULT_CHUNK_BUDGET};
 use fail_after_flush::FailAfterFlush;
 use request_body::BodyReader;
+use stall_watch::{StallWatch, Stalled};
 
 use super::io_fault::io_fault;
+use super::reset_on_close::ResetOnClose;
 use super::service::Service;
 use super::uri::{self, RequestScheme};
 use crate::metrics::CloseReason;
 
 /// How long a client may take to send a request head, by default.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a client may take none of what waits to be written to it, by default (as
+/// HTTP/2's `--h2-write-timeout`).
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The largest HTTP/1.1 request head, in octets, by default: hyper's read buffer
 /// (its own default is ~400 KiB); a head still incomplete when it is full gets
@@ -48,6 +55,8 @@ pub struct H1Limits {
     pub max_head_size: u32,
     /// Request body frames beyond what their octets pay for ([`ChunkBudget`]).
     pub chunk_budget: u32,
+    /// A client that takes none of what waits to be written for this long is reset.
+    pub write_timeout: Duration,
 }
 
 /// Serves one HTTP/1.1 connection until the peer closes it or shutdown is
@@ -59,15 +68,18 @@ pub struct H1Limits {
 /// A client may half-close (shut down its sending side once its request is sent) and
 /// still gets its response. So a client that went away altogether is noticed only
 /// when its response is written: a handler that writes nothing runs on until it
-/// answers or its wall-time limit.
-pub async fn serve<IO, S>(
+/// answers or its wall-time limit. A client that stops reading holds its connection
+/// no longer than its response lasts, nor than `limits.write_timeout` without taking
+/// anything: while a write waits on the socket, the connection is reset once the
+/// response is cut off (its wall time, its guest's failure) or the timeout passes.
+pub(crate) async fn serve<IO, S>(
     io: IO,
     service: S,
     scheme: RequestScheme,
     mut shutdown: watch::Receiver<bool>,
     limits: H1Limits,
 ) where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    IO: AsyncRead + AsyncWrite + ResetOnClose + Unpin + Send + 'static,
     S: Service,
 {
     let header_read = limits.header_read;
@@ -75,8 +87,10 @@ pub async fn serve<IO, S>(
     let counted = service.counters().clone();
     let bodies = BodyReader::new(limits.chunk_budget);
     let flooded = bodies.flooded();
+    let (mut watch, responses) = StallWatch::new(limits.write_timeout);
     let service = service_fn(move |request: hyper::Request<Incoming>| {
         let service = service.clone();
+        let responses = responses.clone();
         let fault = host_field::host_fault(request.version(), request.headers());
         let expects_continue = request
             .headers()
@@ -91,14 +105,17 @@ pub async fn serve<IO, S>(
         async move {
             let started = match started {
                 Ok(started) => started,
-                Err(fault) => return Ok(bad_request(&service, fault).map(FailAfterFlush::new)),
+                Err(fault) => {
+                    let response = bad_request(&service, fault);
+                    return Ok(response.map(|body| FailAfterFlush::new(responses.watched(body))));
+                }
             };
             let request = hyper::Request::from_parts(parts, started.body);
             let response = service.call(request, scheme).await;
             if let Some(first_read) = started.first_read {
                 first_read.settled().await;
             }
-            Ok::<_, Infallible>(response.map(FailAfterFlush::new))
+            Ok::<_, Infallible>(response.map(|body| FailAfterFlush::new(responses.watched(body))))
         }
     });
     let connection = http1::Builder::new()
@@ -107,7 +124,7 @@ pub async fn serve<IO, S>(
         .timer(TokioTimer::new())
         .header_read_timeout(header_read)
         .max_buf_size(limits.max_head_size.max(MIN_MAX_HEAD_SIZE) as usize)
-        .serve_connection(TokioIo::new(io), service);
+        .serve_connection(TokioIo::new(watch.io(io)), service);
     tokio::pin!(connection);
     let served = async {
         let finished = tokio::select! {
@@ -122,12 +139,33 @@ pub async fn serve<IO, S>(
             }
         }
     };
+    let write_timeout = limits.write_timeout;
+    let stalled = std::future::poll_fn(|cx| watch.poll_stalled(cx));
     let result = tokio::select! {
+        // The connection first: the watch looks at what its poll left.
+        biased;
         result = served => result,
         // The client's framing cost more than it may: closed at once, whatever is in
         // flight (its handler is stopped, not blamed), also while draining.
         () = flooded.notified() => {
             counted.closed(CloseReason::ChunkFlood);
+            return;
+        }
+        // What hyper holds for a client that is not reading would wait for it
+        // forever, also while draining.
+        stalled = stalled => {
+            match stalled {
+                // The response is over (its fault reported), and so is the connection.
+                Stalled::CutOff => tracing::debug!(
+                    "http/1.1 connection reset: its response was cut off while the client read none of it"
+                ),
+                Stalled::WriteTimeout => {
+                    tracing::debug!(
+                        "http/1.1 connection reset: the client took nothing written for {write_timeout:?}"
+                    );
+                    counted.closed(CloseReason::WriteTimeout);
+                }
+            }
             return;
         }
     };
