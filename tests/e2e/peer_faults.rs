@@ -607,3 +607,52 @@ async fn a_client_that_takes_nothing_written_is_reset_at_the_write_timeout() {
     .unwrap();
     assert_eq!(size, "200 8192");
 }
+
+/// Attack review (this stop): "progress" is what the socket takes, and a socket took
+/// megabytes (its send buffer grown to 4 MB) before a write waited, then let wedge
+/// write again only once a third of that had drained: a client reading a steady
+/// 50 KB/s was reset by a 5 s `--h1-write-timeout` after 6.5 s. With at most
+/// `--tcp-notsent-lowat` (16 KiB) queued unsent, such a client shows progress every
+/// few kilobytes and reads on until its response's wall time. (Reset for a write
+/// timeout with `--tcp-notsent-lowat=0`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_is_not_taken_for_one_that_stopped() {
+    let admin = Arc::new(
+        tokio::task::spawn_blocking(|| {
+            let apps = format!(
+                "[[app]]\nname = \"feed\"\ncomponent = \"{}\"\nroutes = [\"/\"]\n\n\
+                 [app.limits]\nwall_time = \"4s\"\n",
+                example("feed").display(),
+            );
+            Admin::start(&apps, &[FLAGS, &["--h1-write-timeout=1s"]].concat(), LOG)
+        })
+        .await
+        .unwrap(),
+    );
+    let mut client = support::never_reading(&plain_addr(&admin), "/", 1, None).await;
+    // A read each 20 ms (of what its 1 KiB receive buffer holds: about 50 KB/s),
+    // until the response ends (bounded).
+    let mut taken = 0;
+    let mut chunk = [0u8; 4096];
+    let reading = async {
+        loop {
+            match client.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => taken += n,
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), reading)
+        .await
+        .expect("the response outlived its wall time");
+    let samples = scrape_until(&admin, "the response's end counted", |s| {
+        s.get(
+            "wedge_guest_faults_total",
+            &[("app", "feed"), ("kind", "wall_timeout")],
+        ) == 1.0
+    })
+    .await;
+    assert_eq!(closed(&samples, "write_timeout"), 0.0, "read {taken} bytes");
+    assert!(taken > 40_000, "read only {taken} bytes");
+}

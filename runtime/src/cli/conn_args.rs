@@ -1,5 +1,5 @@
 //! `--handshake-timeout`, `--h1-header-read-timeout`, `--h1-max-head-size`,
-//! `--h1-chunk-budget` and `--h1-write-timeout`: what a
+//! `--h1-chunk-budget`, `--h1-write-timeout` and `--tcp-notsent-lowat`: what a
 //! TCP connection may take before HTTP/2's own limits (`--h2-*`) take over, and what
 //! an HTTP/1.1 one may cost. Defaults from [`ConnLimits`] (and shown in `--help`).
 
@@ -44,6 +44,13 @@ pub struct ConnArgs {
     #[arg(long, default_value_t = defaults().h1_write_timeout.into())]
     pub h1_write_timeout: humantime::Duration,
 
+    /// Octets the kernel may queue unsent on a TCP connection before wedge's writes
+    /// wait (TCP_NOTSENT_LOWAT; what is in flight is not counted, so throughput does
+    /// not depend on it). Bounds the kernel memory a client that stopped reading
+    /// holds, and lets wedge see a slow reader's progress. 0: the kernel's own bound.
+    #[arg(long, value_name = "OCTETS", default_value_t = defaults().tcp_notsent_lowat)]
+    pub tcp_notsent_lowat: u32,
+
     /// TCP connections open at once, all listeners and workers together; past it
     /// a new one is closed on arrival. Keep it below the file limit (`ulimit -n`).
     #[arg(long, value_name = "N", default_value_t = defaults().max_connections,
@@ -66,6 +73,7 @@ impl ConnArgs {
             h1_max_head_size: self.h1_max_head_size,
             h1_chunk_budget: self.h1_chunk_budget,
             h1_write_timeout: self.h1_write_timeout.into(),
+            tcp_notsent_lowat: self.tcp_notsent_lowat,
             max_connections: self.max_connections,
             max_connections_per_client: self.max_connections_per_client,
         }
@@ -101,6 +109,7 @@ mod tests {
             "--h1-max-head-size=9000",
             "--h1-chunk-budget=7",
             "--h1-write-timeout=4s",
+            "--tcp-notsent-lowat=4096",
             "--max-connections=50",
             "--max-connections-per-client=5",
         ]);
@@ -112,6 +121,7 @@ mod tests {
                 h1_max_head_size: 9000,
                 h1_chunk_budget: 7,
                 h1_write_timeout: Duration::from_secs(4),
+                tcp_notsent_lowat: 4096,
                 max_connections: 50,
                 max_connections_per_client: 5,
             }

@@ -24,11 +24,11 @@ use super::h1::H1Limits;
 use super::h2::H2Config;
 use super::h3::H3Config;
 use super::io_fault::io_fault;
-use super::reset_on_close::ResetOnClose;
 use super::reuseport::{self, Share};
 use super::rewind::Rewind;
 use super::service::Service;
 use super::sniff::{Cleartext, sniff};
+use super::tcp_socket::{self, ResetOnClose};
 use super::tls::{self, Negotiated};
 use super::uri::RequestScheme;
 use crate::metrics::{CloseReason, Protocol};
@@ -56,6 +56,9 @@ pub struct ConnLimits {
     /// An HTTP/1.1 client that takes none of what waits to be written for this long
     /// is reset.
     pub h1_write_timeout: Duration,
+    /// Octets the kernel may queue unsent on a connection (`TCP_NOTSENT_LOWAT`;
+    /// `0`: the kernel's own bound).
+    pub tcp_notsent_lowat: u32,
     /// TCP connections open at once, all workers together ([`ConnGate`]).
     pub max_connections: u32,
     /// TCP connections open at once from one client (IPv4 address, IPv6 /64).
@@ -87,6 +90,7 @@ impl Default for ConnLimits {
             h1_max_head_size: super::h1::DEFAULT_MAX_HEAD_SIZE,
             h1_chunk_budget: super::h1::DEFAULT_CHUNK_BUDGET,
             h1_write_timeout: super::h1::WRITE_TIMEOUT,
+            tcp_notsent_lowat: tcp_socket::DEFAULT_NOTSENT_LOWAT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
         }
@@ -459,10 +463,7 @@ async fn accept(listeners: &[TcpListener], turn: &mut usize) -> Option<(TcpStrea
         Poll::Pending
     });
     match accepted.await {
-        Ok((stream, peer)) => {
-            let _ = stream.set_nodelay(true);
-            Some((stream, peer))
-        }
+        Ok(accepted) => Some(accepted),
         Err(err) => {
             tracing::warn!("accept failed: {err}");
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -480,7 +481,10 @@ fn admit<S: Service>(
 ) -> Option<(TcpStream, SocketAddr, Admitted)> {
     let (stream, peer) = accepted?;
     match gate.admit(peer.ip()) {
-        Ok(admitted) => Some((stream, peer, admitted)),
+        Ok(admitted) => {
+            tcp_socket::tune_accepted(&stream, shared.limits.tcp_notsent_lowat);
+            Some((stream, peer, admitted))
+        }
         Err(refused) => {
             shared
                 .service

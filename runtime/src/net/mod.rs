@@ -10,12 +10,12 @@ pub mod handler;
 mod io_fault;
 pub mod listener;
 pub mod request_body;
-mod reset_on_close;
 mod response_fields;
 mod reuseport;
 mod rewind;
 pub mod service;
 mod sniff;
+pub mod tcp_socket;
 pub mod tls;
 pub mod uri;
 

@@ -23,8 +23,8 @@ use request_body::BodyReader;
 use stall_watch::{StallWatch, Stalled};
 
 use super::io_fault::io_fault;
-use super::reset_on_close::ResetOnClose;
 use super::service::Service;
+use super::tcp_socket::ResetOnClose;
 use super::uri::{self, RequestScheme};
 use crate::metrics::CloseReason;
 
@@ -157,7 +157,7 @@ pub(crate) async fn serve<IO, S>(
             match stalled {
                 // The response is over (its fault reported), and so is the connection.
                 Stalled::CutOff => tracing::debug!(
-                    "http/1.1 connection reset: its response was cut off while the client read none of it"
+                    "http/1.1 connection reset: its response was cut off while a write to the client waited"
                 ),
                 Stalled::WriteTimeout => {
                     tracing::debug!(

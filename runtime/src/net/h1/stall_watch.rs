@@ -10,7 +10,7 @@
 //! [`ResponseStream::poll_cut_off`] and drop a peer that takes nothing for their
 //! write timeout; here the connection does both while a write to the socket waits,
 //! and the socket is then reset (a FIN would leave the kernel holding what waits for
-//! the client: `reset_on_close`).
+//! the client: `tcp_socket`).
 
 use std::io;
 use std::pin::Pin;
@@ -24,7 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep, sleep_until};
 
 use crate::net::handler::ResponseStream;
-use crate::net::reset_on_close::ResetOnClose;
+use crate::net::tcp_socket::ResetOnClose;
 use crate::sync::lock;
 
 /// Why a stalled connection is given up.

@@ -7,6 +7,7 @@ use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use tokio::sync::futures::OwnedNotified;
 use tokio::time::{Instant, Sleep, sleep_until};
 use wasmtime_wasi_http::WasiBody;
 
@@ -27,6 +28,9 @@ pub(super) struct ReusedBody {
     app: Arc<App>,
     deadline: Pin<Box<Sleep>>,
     expired: bool,
+    /// While the body is asked whether it was cut off: notified when its instance is
+    /// gone.
+    instance_gone: Option<Pin<Box<OwnedNotified>>>,
 }
 
 impl ReusedBody {
@@ -37,6 +41,7 @@ impl ReusedBody {
             app,
             deadline: Box::pin(sleep_until(deadline)),
             expired: false,
+            instance_gone: None,
         }
     }
 
@@ -47,6 +52,35 @@ impl ReusedBody {
             return None;
         }
         claim.instance.get().and_then(|shared| shared.failure())
+    }
+
+    /// Ready with the instance's failure once it can cut this body off; the waker
+    /// is woken when the instance goes, failed or not.
+    fn poll_failure(&mut self, cx: &mut Context<'_>) -> Poll<Fault> {
+        let claim = &self.caller.claim;
+        let Some(shared) = claim.instance.get() else {
+            return Poll::Pending;
+        };
+        loop {
+            // A body its guest finished is not cut off by a later failure.
+            if claim.body_finished.get().is_some() {
+                return Poll::Pending;
+            }
+            let gone = self.instance_gone.get_or_insert_with(|| {
+                let mut gone = Box::pin(shared.gone_notify.clone().notified_owned());
+                // Registered before the fate is looked at: a fate set after the
+                // look still notifies it.
+                gone.as_mut().enable();
+                gone
+            });
+            match shared.fate.get() {
+                Some(Some(fault)) => return Poll::Ready(fault.clone()),
+                Some(None) => return Poll::Pending,
+                None => {}
+            }
+            ready!(gone.as_mut().poll(cx));
+            self.instance_gone = None;
+        }
     }
 
     /// Ends the body at its deadline, as a fault of this request.
@@ -69,7 +103,7 @@ impl BoundBody for ReusedBody {
         if self.expired {
             return Poll::Ready(());
         }
-        if let Some(fault) = self.failure() {
+        if let Poll::Ready(fault) = self.poll_failure(cx) {
             self.expired = true;
             self.caller.done = true;
             self.app.report(&fault);

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use futures_util::task::AtomicWaker;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 use crate::host::admission::{Abandoned, AbandonedMark, Slot};
@@ -93,6 +93,9 @@ pub(super) struct Shared {
     pub(super) overdue: AtomicBool,
     /// Set once, when the instance is gone: `Some(fault)` if it failed.
     pub(super) fate: OnceLock<Option<Fault>>,
+    /// Notified once the fate is set: a body stalled on its client, which no one
+    /// polls, learns of its instance's failure only so.
+    pub(super) gone_notify: Arc<Notify>,
     /// Requests ended since the worker last showed it lives on: each is told at the
     /// worker's next turn, `None` if it lives on, else its failure.
     pub(super) ended: Mutex<Vec<oneshot::Sender<Option<Fault>>>>,
@@ -107,6 +110,7 @@ impl Shared {
             claim_released: AtomicWaker::new(),
             overdue: AtomicBool::new(false),
             fate: OnceLock::new(),
+            gone_notify: Arc::new(Notify::new()),
             ended: Mutex::new(Vec::new()),
         })
     }
@@ -123,6 +127,7 @@ impl Shared {
     /// the failure already recorded.
     pub(super) fn gone(&self, fault: Option<Fault>) {
         let _ = self.fate.set(fault);
+        self.gone_notify.notify_waiters();
     }
 
     /// Why the instance failed, once it has.
