@@ -383,7 +383,7 @@ fn a_trap_ends_at_once_a_body_stalled_on_a_silent_client_of_the_same_instance() 
         &["--h1-write-timeout", "10m"],
     );
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let silent = rt.block_on(support::never_reading(
+    let mut silent = rt.block_on(support::never_reading(
         wedge.server().authority(),
         "/probe/drip?ms=0",
         1,
@@ -403,15 +403,50 @@ fn a_trap_ends_at_once_a_body_stalled_on_a_silent_client_of_the_same_instance() 
         1.0,
         "the trap was on the drip's instance"
     );
-    // The drip's connection ends (reset, or closed if it was not stalled yet) with
-    // its instance, its client still silent: reading would let the body be polled.
+    // The drip's connection ends with its instance, its client still silent:
+    // reading would let the body be polled.
     poll_until("the drip's connection ended with its instance", || {
         let open = wedge
             .samples()
             .get("wedge_connections_open", &[("protocol", "h1")]);
         (open == 0.0).then_some(())
     });
-    drop(silent);
+    // Reset: ended by the watch over a stalled response, not by a poll of the body.
+    let mut rest = Vec::new();
+    let read = rt.block_on(tokio::io::AsyncReadExt::read_to_end(&mut silent, &mut rest));
+    let err = read.expect_err("the drip ended cleanly");
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+}
+
+#[test]
+fn another_request_s_trap_does_not_cut_off_a_body_its_guest_finished() {
+    let limits = "instance_reuse = 100\ninstance_idle = \"60s\"";
+    let wedge = Metered::start(&[app("hostile", "hostile", "/", limits)]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        // A small stream window: the body waits in wedge, not in the client, after
+        // its guest finished it and its call returned.
+        let builder = {
+            let mut builder = h2::client::Builder::new();
+            builder.initial_window_size(1024);
+            builder
+        };
+        let addr = wedge.server().authority().parse().unwrap();
+        let mut client = support::h2::client_with(addr, builder).await;
+        let answered = send(&mut client, "/unflushed?kib=4").await.unwrap();
+        assert_eq!(answered.status(), 200);
+        wedge.server().wait_for_log("hostile: unflushed answered");
+        // The next request traps on the same instance, which is dropped.
+        let (status, _) = answer(send(&mut client, "/trap")).await;
+        assert_eq!(status, 500);
+        assert_eq!(
+            wedge.created("hostile"),
+            1.0,
+            "/trap ran on another instance"
+        );
+        let body = support::h2::read_body(answered.into_body()).await;
+        assert_eq!(body.len(), 4 * 1024);
+    });
 }
 
 /// A client that leaves mid-body is routine: the SDK's streamed response ends

@@ -613,24 +613,24 @@ async fn a_client_that_takes_nothing_written_is_reset_at_the_write_timeout() {
 /// write again only once a third of that had drained: a client reading a steady
 /// 50 KB/s was reset by a 5 s `--h1-write-timeout` after 6.5 s. With at most
 /// `--tcp-notsent-lowat` (16 KiB) queued unsent, such a client shows progress every
-/// few kilobytes and reads on until its response's wall time. (Reset for a write
-/// timeout with `--tcp-notsent-lowat=0`.)
+/// few kilobytes (a few hundred ms here, against a 3 s timeout) and reads on until
+/// its response's wall time. (Reset for a write timeout with `--tcp-notsent-lowat=0`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_is_not_taken_for_one_that_stopped() {
     let admin = Arc::new(
         tokio::task::spawn_blocking(|| {
             let apps = format!(
                 "[[app]]\nname = \"feed\"\ncomponent = \"{}\"\nroutes = [\"/\"]\n\n\
-                 [app.limits]\nwall_time = \"4s\"\n",
+                 [app.limits]\nwall_time = \"8s\"\n",
                 example("feed").display(),
             );
-            Admin::start(&apps, &[FLAGS, &["--h1-write-timeout=1s"]].concat(), LOG)
+            Admin::start(&apps, &[FLAGS, &["--h1-write-timeout=3s"]].concat(), LOG)
         })
         .await
         .unwrap(),
     );
     let mut client = support::never_reading(&plain_addr(&admin), "/", 1, None).await;
-    // A read each 20 ms (of what its 1 KiB receive buffer holds: about 50 KB/s),
+    // A read each 20 ms (of what its small receive buffer holds: about 50 KB/s),
     // until the response ends (bounded).
     let mut taken = 0;
     let mut chunk = [0u8; 4096];

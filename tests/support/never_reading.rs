@@ -14,8 +14,9 @@ pub trait Connection: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Connection for T {}
 
 /// A connection to `addr` that sent `GET path` `times` times (pipelined) and will
-/// read nothing more (a 1 KiB receive buffer, so the server's writes soon wait), over
-/// TLS when `tls` names the development certificate to trust.
+/// read nothing more (a receive buffer as small as the kernel allows, about 2 KiB,
+/// so the server's writes soon wait), over TLS when `tls` names the development
+/// certificate to trust.
 pub async fn never_reading(
     addr: &str,
     path: &str,

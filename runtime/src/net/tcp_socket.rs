@@ -13,6 +13,7 @@
 //!   zero window, long after wedge let go of the socket (seen: 1.6 MB in FIN-WAIT-1
 //!   after 90 s). A reset frees it at once; what was queued was cut off anyway.
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use socket2::SockRef;
 use tokio::net::TcpStream;
 
@@ -26,12 +27,21 @@ pub const DEFAULT_NOTSENT_LOWAT: u32 = 16 << 10;
 /// default). A socket that refuses either still serves.
 pub fn tune_accepted(stream: &TcpStream, notsent_lowat: u32) {
     let _ = stream.set_nodelay(true);
+    bound_unsent(stream, notsent_lowat);
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn bound_unsent(stream: &TcpStream, notsent_lowat: u32) {
     if notsent_lowat > 0
         && let Err(err) = SockRef::from(stream).set_tcp_notsent_lowat(notsent_lowat)
     {
         tracing::debug!("TCP_NOTSENT_LOWAT not set: {err}");
     }
 }
+
+/// Elsewhere the kernel's own bound stays (socket2 sets the option on Linux only).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn bound_unsent(_: &TcpStream, _: u32) {}
 
 /// A connection that can be made to close with a reset when it is dropped.
 pub trait ResetOnClose {
@@ -59,7 +69,7 @@ impl<IO: ResetOnClose> ResetOnClose for tokio_rustls::server::TlsStream<IO> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 mod tests {
     use super::*;
 

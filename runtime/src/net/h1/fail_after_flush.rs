@@ -6,8 +6,9 @@
 //! trapped right after writing its head and a chunk left the client an empty reply
 //! (98 of 100 `/trap-mid-body` requests) instead of a `200` and a body cut off. Held
 //! back, the failure meets hyper after its flush: what the socket took then reaches
-//! the client (all of it unless the client stopped reading; a failure is never held
-//! longer than one poll, so a client that reads nothing holds nothing).
+//! the client. A failure is never held longer than one poll; if the flush waits on
+//! the client then, the connection's stall watch (`stall_watch`) resets it, and what
+//! was still queued is lost with the response it belonged to.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};

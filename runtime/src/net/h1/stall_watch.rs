@@ -226,7 +226,10 @@ impl<IO: AsyncWrite + ResetOnClose + Unpin, B> AsyncWrite for WatchedIo<IO, B> {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        // TLS writes its close_notify here, which can wait like any write.
+        let this = self.get_mut();
+        let poll = Pin::new(&mut this.io).poll_shutdown(cx);
+        this.noted(poll, |()| 0)
     }
 }
 

@@ -27,6 +27,7 @@ pub(super) struct ReusedBody {
     caller: Caller,
     app: Arc<App>,
     deadline: Pin<Box<Sleep>>,
+    /// Over before its end: past its deadline, or failed (its fault reported once).
     expired: bool,
     /// While the body is asked whether it was cut off: notified when its instance is
     /// gone.
@@ -68,8 +69,8 @@ impl ReusedBody {
             }
             let gone = self.instance_gone.get_or_insert_with(|| {
                 let mut gone = Box::pin(shared.gone_notify.clone().notified_owned());
-                // Registered before the fate is looked at: a fate set after the
-                // look still notifies it.
+                // Made before the fate is looked at, so a fate set after the look
+                // still notifies it (enabled: `notify_waiters` wakes only those).
                 gone.as_mut().enable();
                 gone
             });
@@ -140,6 +141,9 @@ impl Body for ReusedBody {
             }
         };
         this.caller.done = true;
+        // A failure returned here is this body's end: were it asked again whether it
+        // was cut off (a stalled engine holding the failure), it is, and reported.
+        this.expired = ended.is_some() || this.failure().is_some();
         // An end or an error after the instance failed is the failure's doing.
         match (this.failure(), ended) {
             (Some(fault), _) => {
