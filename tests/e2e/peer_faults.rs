@@ -512,6 +512,35 @@ async fn one_client_holds_at_most_its_share_of_connections_and_all_at_most_the_c
     assert!(closed(&samples, "connection_limit") >= 2.0);
 }
 
+/// One app serving example `component` on `/` with `wall_time`, behind the timeouts
+/// under test and `flags`.
+async fn serve_one(
+    component: &'static str,
+    wall_time: &'static str,
+    flags: &'static [&'static str],
+) -> Arc<Admin> {
+    let admin = tokio::task::spawn_blocking(move || {
+        let apps = format!(
+            "[[app]]\nname = \"{component}\"\ncomponent = \"{}\"\nroutes = [\"/\"]\n\n\
+             [app.limits]\nwall_time = \"{wall_time}\"\n",
+            example(component).display(),
+        );
+        Admin::start(&apps, &[FLAGS, flags].concat(), LOG)
+    });
+    Arc::new(admin.await.unwrap())
+}
+
+/// Reads what reached `client`'s buffer: the server must have reset the connection.
+async fn assert_reset(client: &mut Box<dyn support::Connection>) {
+    let mut taken = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), client.read_to_end(&mut taken));
+    let err = read
+        .await
+        .expect("the connection was left open")
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+}
+
 /// Attack review (stop 37): hyper polls a response body only while it can write, so a
 /// client that sent its request and never read held its HTTP/1.1 connection (its
 /// descriptor, ~4 MB of buffers) past its response's wall time, until it read or left:
@@ -521,18 +550,7 @@ async fn one_client_holds_at_most_its_share_of_connections_and_all_at_most_the_c
 /// `h1::serve`, and the client read on to a clean EOF with the reset taken out.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_is_let_go_once_its_response_is_cut_off() {
-    let admin = Arc::new(
-        tokio::task::spawn_blocking(|| {
-            let apps = format!(
-                "[[app]]\nname = \"feed\"\ncomponent = \"{}\"\nroutes = [\"/\"]\n\n\
-                 [app.limits]\nwall_time = \"1s\"\n",
-                example("feed").display(),
-            );
-            Admin::start(&apps, FLAGS, LOG)
-        })
-        .await
-        .unwrap(),
-    );
+    let admin = serve_one("feed", "1s", &[]).await;
     let ca = admin.data_dir.join("tls/dev-cert.pem");
     for (faults, (addr, tls)) in [(plain_addr(&admin), None), (tls_addr(&admin), Some(&ca))]
         .into_iter()
@@ -552,13 +570,7 @@ async fn a_client_that_never_reads_is_let_go_once_its_response_is_cut_off() {
         )
         .await;
         // What reached the client's buffer, then the reset.
-        let mut taken = Vec::new();
-        let read = tokio::time::timeout(Duration::from_secs(30), client.read_to_end(&mut taken));
-        let err = read
-            .await
-            .expect("the connection was left open")
-            .unwrap_err();
-        assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+        assert_reset(&mut client).await;
     }
     wait_for_log(&admin, "connection reset: its response was cut off").await;
 }
@@ -571,18 +583,7 @@ async fn a_client_that_never_reads_is_let_go_once_its_response_is_cut_off() {
 /// with the timeout taken out.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_takes_nothing_written_is_reset_at_the_write_timeout() {
-    let admin = Arc::new(
-        tokio::task::spawn_blocking(|| {
-            let apps = format!(
-                "[[app]]\nname = \"stream\"\ncomponent = \"{}\"\nroutes = [\"/\"]\n\n\
-                 [app.limits]\nwall_time = \"10m\"\n",
-                example("stream").display(),
-            );
-            Admin::start(&apps, &[FLAGS, &["--h1-write-timeout=1s"]].concat(), LOG)
-        })
-        .await
-        .unwrap(),
-    );
+    let admin = serve_one("stream", "10m", &["--h1-write-timeout=1s"]).await;
     // 500 responses of 8 KiB: far more than the buffers between them and the client.
     let mut client = support::never_reading(&plain_addr(&admin), "/", 500, None).await;
     scrape_until(&admin, "the silent client reset", |s| {
@@ -590,13 +591,7 @@ async fn a_client_that_takes_nothing_written_is_reset_at_the_write_timeout() {
             && s.get("wedge_connections_open", &[("protocol", "h1")]) == 0.0
     })
     .await;
-    let mut taken = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(30), client.read_to_end(&mut taken));
-    let err = read
-        .await
-        .expect("the connection was left open")
-        .unwrap_err();
-    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+    assert_reset(&mut client).await;
     wait_for_log(&admin, "the client took nothing written for 1s").await;
     // A client that reads is served as before.
     let url = admin.server.url.clone();
@@ -617,18 +612,7 @@ async fn a_client_that_takes_nothing_written_is_reset_at_the_write_timeout() {
 /// its response's wall time. (Reset for a write timeout with `--tcp-notsent-lowat=0`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_is_not_taken_for_one_that_stopped() {
-    let admin = Arc::new(
-        tokio::task::spawn_blocking(|| {
-            let apps = format!(
-                "[[app]]\nname = \"feed\"\ncomponent = \"{}\"\nroutes = [\"/\"]\n\n\
-                 [app.limits]\nwall_time = \"8s\"\n",
-                example("feed").display(),
-            );
-            Admin::start(&apps, &[FLAGS, &["--h1-write-timeout=3s"]].concat(), LOG)
-        })
-        .await
-        .unwrap(),
-    );
+    let admin = serve_one("feed", "8s", &["--h1-write-timeout=3s"]).await;
     let mut client = support::never_reading(&plain_addr(&admin), "/", 1, None).await;
     // A read each 20 ms (of what its small receive buffer holds: about 50 KB/s),
     // until the response ends (bounded).
