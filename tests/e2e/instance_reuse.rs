@@ -341,6 +341,21 @@ fn a_reused_instance_s_response_body_ends_at_its_wall_time() {
     assert_eq!(wedge.created("probe"), 1.0, "the instance lives on");
 }
 
+/// A silent HTTP/1.1 client of `/probe/drip?ms=0` (see `support::never_reading`),
+/// once the drip runs.
+fn silent_drip(wedge: &Metered, rt: &tokio::runtime::Runtime) -> Box<dyn support::Connection> {
+    let silent = rt.block_on(support::never_reading(
+        wedge.server().authority(),
+        "/probe/drip?ms=0",
+        1,
+        None,
+    ));
+    poll_until("the drip running", || {
+        (wedge.running("probe") == 1.0).then_some(())
+    });
+    silent
+}
+
 /// Attack review (stop 37): a WASI 0.3 body whose HTTP/1.1 client never read was
 /// not cut off at its wall time (hyper, waiting on the socket, polled nothing that
 /// would show it), and held the app's one slot for as long as the client held the
@@ -352,15 +367,7 @@ fn a_client_that_never_reads_holds_a_p3_slot_no_longer_than_its_wall_time() {
     let limits = "max_concurrent = 1\nqueue = 1\nqueue_timeout = \"60s\"\nwall_time = \"1s\"";
     let wedge = Metered::start(&[app("probe", "p3_probe", "/probe", limits)]);
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let _silent = rt.block_on(support::never_reading(
-        wedge.server().authority(),
-        "/probe/drip?ms=0",
-        1,
-        None,
-    ));
-    poll_until("the drip running", || {
-        (wedge.running("probe") == 1.0).then_some(())
-    });
+    let _silent = silent_drip(&wedge, &rt);
     // Queued behind the drip's slot: let in once the drip is over.
     let (status, text) = get(&wedge, "/probe/count");
     assert_eq!(status, "200", "{text}");
@@ -383,15 +390,7 @@ fn a_trap_ends_at_once_a_body_stalled_on_a_silent_client_of_the_same_instance() 
         &["--h1-write-timeout", "10m"],
     );
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let mut silent = rt.block_on(support::never_reading(
-        wedge.server().authority(),
-        "/probe/drip?ms=0",
-        1,
-        None,
-    ));
-    poll_until("the drip running", || {
-        (wedge.running("probe") == 1.0).then_some(())
-    });
+    let mut silent = silent_drip(&wedge, &rt);
     // Requests beside it on its instance, while the drip fills what lies between it
     // and its client.
     for _ in 0..20 {
@@ -412,10 +411,7 @@ fn a_trap_ends_at_once_a_body_stalled_on_a_silent_client_of_the_same_instance() 
         (open == 0.0).then_some(())
     });
     // Reset: ended by the watch over a stalled response, not by a poll of the body.
-    let mut rest = Vec::new();
-    let read = rt.block_on(tokio::io::AsyncReadExt::read_to_end(&mut silent, &mut rest));
-    let err = read.expect_err("the drip ended cleanly");
-    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+    rt.block_on(support::assert_reset(&mut silent));
 }
 
 #[test]

@@ -530,17 +530,6 @@ async fn serve_one(
     Arc::new(admin.await.unwrap())
 }
 
-/// Reads what reached `client`'s buffer: the server must have reset the connection.
-async fn assert_reset(client: &mut Box<dyn support::Connection>) {
-    let mut taken = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(30), client.read_to_end(&mut taken));
-    let err = read
-        .await
-        .expect("the connection was left open")
-        .unwrap_err();
-    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
-}
-
 /// Attack review (stop 37): hyper polls a response body only while it can write, so a
 /// client that sent its request and never read held its HTTP/1.1 connection (its
 /// descriptor, ~4 MB of buffers) past its response's wall time, until it read or left:
@@ -570,7 +559,7 @@ async fn a_client_that_never_reads_is_let_go_once_its_response_is_cut_off() {
         )
         .await;
         // What reached the client's buffer, then the reset.
-        assert_reset(&mut client).await;
+        support::assert_reset(&mut client).await;
     }
     wait_for_log(&admin, "connection reset: its response was cut off").await;
 }
@@ -591,7 +580,7 @@ async fn a_client_that_takes_nothing_written_is_reset_at_the_write_timeout() {
             && s.get("wedge_connections_open", &[("protocol", "h1")]) == 0.0
     })
     .await;
-    assert_reset(&mut client).await;
+    support::assert_reset(&mut client).await;
     wait_for_log(&admin, "the client took nothing written for 1s").await;
     // A client that reads is served as before.
     let url = admin.server.url.clone();

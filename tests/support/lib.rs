@@ -21,7 +21,7 @@ mod never_reading;
 pub mod protocols;
 pub mod redis;
 
-pub use never_reading::{Connection, never_reading};
+pub use never_reading::{Connection, assert_reset, never_reading};
 
 /// The repository root (this crate is its tests/support).
 pub fn repo() -> PathBuf {

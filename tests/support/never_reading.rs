@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Either kind of connection, plain or TLS.
 pub trait Connection: AsyncRead + AsyncWrite + Send + Unpin {}
@@ -49,4 +51,16 @@ pub async fn never_reading(
     client.write_all(request.as_bytes()).await.unwrap();
     client.flush().await.unwrap();
     client
+}
+
+/// Reads what reached `client`'s buffer: the server must have reset the connection
+/// (within 30 s).
+pub async fn assert_reset(client: &mut Box<dyn Connection>) {
+    let mut taken = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), client.read_to_end(&mut taken));
+    let err = read
+        .await
+        .expect("the connection was left open")
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
 }

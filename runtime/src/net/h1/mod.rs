@@ -103,18 +103,17 @@ pub(crate) async fn serve<IO, S>(
             Some(fault) => Err(fault),
         };
         async move {
-            let started = match started {
-                Ok(started) => started,
-                Err(fault) => {
-                    let response = bad_request(&service, fault);
-                    return Ok(response.map(|body| FailAfterFlush::new(responses.watched(body))));
+            let response = match started {
+                Ok(started) => {
+                    let request = hyper::Request::from_parts(parts, started.body);
+                    let response = service.call(request, scheme).await;
+                    if let Some(first_read) = started.first_read {
+                        first_read.settled().await;
+                    }
+                    response
                 }
+                Err(fault) => bad_request(&service, fault),
             };
-            let request = hyper::Request::from_parts(parts, started.body);
-            let response = service.call(request, scheme).await;
-            if let Some(first_read) = started.first_read {
-                first_read.settled().await;
-            }
             Ok::<_, Infallible>(response.map(|body| FailAfterFlush::new(responses.watched(body))))
         }
     });

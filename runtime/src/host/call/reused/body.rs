@@ -58,15 +58,10 @@ impl ReusedBody {
     /// Ready with the instance's failure once it can cut this body off; the waker
     /// is woken when the instance goes, failed or not.
     fn poll_failure(&mut self, cx: &mut Context<'_>) -> Poll<Fault> {
-        let claim = &self.caller.claim;
-        let Some(shared) = claim.instance.get() else {
+        let Some(shared) = self.caller.claim.instance.get().cloned() else {
             return Poll::Pending;
         };
         loop {
-            // A body its guest finished is not cut off by a later failure.
-            if claim.body_finished.get().is_some() {
-                return Poll::Pending;
-            }
             let gone = self.instance_gone.get_or_insert_with(|| {
                 let mut gone = Box::pin(shared.gone_notify.clone().notified_owned());
                 // Made before the fate is looked at, so a fate set after the look
@@ -74,13 +69,16 @@ impl ReusedBody {
                 gone.as_mut().enable();
                 gone
             });
-            match shared.fate.get() {
-                Some(Some(fault)) => return Poll::Ready(fault.clone()),
-                Some(None) => return Poll::Pending,
-                None => {}
+            if shared.fate.get().is_none() {
+                ready!(gone.as_mut().poll(cx));
+                self.instance_gone = None;
+                continue;
             }
-            ready!(gone.as_mut().poll(cx));
-            self.instance_gone = None;
+            // Gone: failed (unless the body was finished first), or ended cleanly.
+            return match self.failure() {
+                Some(fault) => Poll::Ready(fault),
+                None => Poll::Pending,
+            };
         }
     }
 
@@ -141,11 +139,12 @@ impl Body for ReusedBody {
             }
         };
         this.caller.done = true;
+        let failure = this.failure();
         // A failure returned here is this body's end: were it asked again whether it
         // was cut off (a stalled engine holding the failure), it is, and reported.
-        this.expired = ended.is_some() || this.failure().is_some();
+        this.expired = ended.is_some() || failure.is_some();
         // An end or an error after the instance failed is the failure's doing.
-        match (this.failure(), ended) {
+        match (failure, ended) {
             (Some(fault), _) => {
                 this.app.report(&fault);
                 Poll::Ready(Some(Err(BodyError::Aborted(fault))))
