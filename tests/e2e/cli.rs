@@ -95,6 +95,51 @@ fn bad_flags_and_values_are_refused() {
     fails_with(&["serve"], "TARGET");
 }
 
+/// A zero timeout or time limit would time out every connection or request at once;
+/// none of these means "off", so each is refused with the flag named (as `wedge.toml`
+/// refuses a zero `cpu_time`). `--queue-timeout 0` (answer 503 at once) and
+/// `--drain-timeout 0` (exit at once) do mean something and stay allowed.
+#[test]
+fn a_zero_timeout_or_time_limit_is_refused() {
+    let hello = example("hello").display().to_string();
+    for flag in [
+        "--cpu-time",
+        "--wall-time",
+        "--instance-idle",
+        "--handshake-timeout",
+        "--h1-header-read-timeout",
+        "--h1-write-timeout",
+        "--h2-handshake-timeout",
+        "--h2-settings-timeout",
+        "--h2-header-read-timeout",
+        "--h2-idle-timeout",
+        "--h2-zero-window-timeout",
+        "--h2-write-timeout",
+        "--h3-idle-timeout",
+        "--h3-header-read-timeout",
+        "--h3-zero-window-timeout",
+        "--outbound-connect-timeout",
+        "--kv-timeout",
+        "--kv-sync-interval",
+        "--registry-timeout",
+        "--registry-deadline",
+    ] {
+        // `--help` last: values are checked as they are parsed, so a refused one
+        // fails first, and an accepted one prints the help instead of serving.
+        let out = wedge(&["serve", &hello, flag, "0s", "--help"], &temp_dir("cli"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains("must be more than zero"),
+            "{flag}: {stderr}"
+        );
+    }
+    for flag in ["--queue-timeout", "--drain-timeout"] {
+        let out = wedge(&["serve", &hello, flag, "0s", "--help"], &temp_dir("cli"));
+        assert!(out.status.success(), "{flag} 0s was refused");
+    }
+}
+
 #[test]
 fn workers_must_be_a_positive_number() {
     let hello = example("hello").display().to_string();

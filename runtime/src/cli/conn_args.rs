@@ -3,6 +3,7 @@
 //! TCP connection may take before HTTP/2's own limits (`--h2-*`) take over, and what
 //! an HTTP/1.1 one may cost. Defaults from [`ConnLimits`] (and shown in `--help`).
 
+use super::value_parsers::parse_positive_duration;
 use crate::net::listener::ConnLimits;
 
 fn defaults() -> ConnLimits {
@@ -15,13 +16,15 @@ fn defaults() -> ConnLimits {
 pub struct ConnArgs {
     /// Time a new connection has to finish its TLS handshake, or on the cleartext
     /// port to send enough to tell HTTP/1.1 from h2c (slowloris before any request).
-    #[arg(long, default_value_t = defaults().handshake.into())]
+    #[arg(long, default_value_t = defaults().handshake.into(),
+          value_parser = parse_positive_duration::<humantime::Duration>)]
     pub handshake_timeout: humantime::Duration,
 
     /// Time an HTTP/1.1 client has to send a whole request head, counted from when
     /// wedge waits for it (on a kept-alive connection: from the previous response);
     /// past it the connection is closed (slowloris, idle keep-alive).
-    #[arg(long, default_value_t = defaults().h1_header_read.into())]
+    #[arg(long, default_value_t = defaults().h1_header_read.into(),
+          value_parser = parse_positive_duration::<humantime::Duration>)]
     pub h1_header_read_timeout: humantime::Duration,
 
     /// The largest HTTP/1.1 request head (request line and header fields), in
@@ -41,7 +44,8 @@ pub struct ConnArgs {
     /// Time an HTTP/1.1 client that stopped reading may take none of what waits to
     /// be written to it (a response, or what a pipeline of them left); past it the
     /// connection is reset. Any progress, however slow, starts it again.
-    #[arg(long, default_value_t = defaults().h1_write_timeout.into())]
+    #[arg(long, default_value_t = defaults().h1_write_timeout.into(),
+          value_parser = parse_positive_duration::<humantime::Duration>)]
     pub h1_write_timeout: humantime::Duration,
 
     /// Octets the kernel may queue unsent on a TCP connection before wedge's writes

@@ -2,6 +2,7 @@
 //! `--help`).
 
 use super::engine_flags::engine_flags;
+use super::value_parsers::parse_positive_duration;
 use crate::net::h2::H2Config;
 
 engine_flags! {
@@ -66,25 +67,31 @@ engine_flags! {
         h2_stream_send_buffer: usize => stream_send_buffer;
 
         /// Time a client has for the connection preface and its first SETTINGS.
-        h2_handshake_timeout: humantime::Duration => handshake_timeout;
+        h2_handshake_timeout: humantime::Duration => handshake_timeout,
+            parser = parse_positive_duration::<humantime::Duration>;
 
         /// Time a client has to acknowledge wedge's SETTINGS; then GOAWAY
         /// SETTINGS_TIMEOUT.
-        h2_settings_timeout: humantime::Duration => settings_timeout;
+        h2_settings_timeout: humantime::Duration => settings_timeout,
+            parser = parse_positive_duration::<humantime::Duration>;
 
         /// Time a client has to finish a request header block it started (slowloris).
-        h2_header_read_timeout: humantime::Duration => header_read_timeout;
+        h2_header_read_timeout: humantime::Duration => header_read_timeout,
+            parser = parse_positive_duration::<humantime::Duration>;
 
         /// A connection with no open streams is closed after this long.
-        h2_idle_timeout: humantime::Duration => idle_timeout;
+        h2_idle_timeout: humantime::Duration => idle_timeout,
+            parser = parse_positive_duration::<humantime::Duration>;
 
         /// A connection whose responses all wait on a zero flow-control window is closed
         /// after this long.
-        h2_zero_window_timeout: humantime::Duration => zero_window_timeout;
+        h2_zero_window_timeout: humantime::Duration => zero_window_timeout,
+            parser = parse_positive_duration::<humantime::Duration>;
 
         /// A connection whose client takes none of the octets wedge has for it for this
         /// long is dropped (a client that stopped reading).
-        h2_write_timeout: humantime::Duration => write_timeout;
+        h2_write_timeout: humantime::Duration => write_timeout,
+            parser = parse_positive_duration::<humantime::Duration>;
     }
 }
 

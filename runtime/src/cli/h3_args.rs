@@ -2,6 +2,7 @@
 //! shown in `--help`).
 
 use super::engine_flags::engine_flags;
+use super::value_parsers::parse_positive_duration;
 use crate::net::h3::H3Config;
 
 /// HTTP/3 on the TLS listener's port (UDP).
@@ -32,15 +33,18 @@ engine_flags! {
         h3_max_concurrent_streams: u32 => max_concurrent_streams;
 
         /// A connection that carries nothing for this long is closed (QUIC idle timeout).
-        h3_idle_timeout: humantime::Duration => idle_timeout;
+        h3_idle_timeout: humantime::Duration => idle_timeout,
+            parser = parse_positive_duration::<humantime::Duration>;
 
         /// A request head not whole this long after its stream opened is reset
         /// (H3_REQUEST_INCOMPLETE): slowloris.
-        h3_header_read_timeout: humantime::Duration => header_read_timeout;
+        h3_header_read_timeout: humantime::Duration => header_read_timeout,
+            parser = parse_positive_duration::<humantime::Duration>;
 
         /// A response blocked on the client's flow control with no progress for this
         /// long is reset (H3_REQUEST_CANCELLED) and its handler dropped.
-        h3_zero_window_timeout: humantime::Duration => zero_window_timeout;
+        h3_zero_window_timeout: humantime::Duration => zero_window_timeout,
+            parser = parse_positive_duration::<humantime::Duration>;
 
         /// Request body octets buffered per stream for a guest that has not read them
         /// (QUIC stream receive window).

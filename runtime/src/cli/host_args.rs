@@ -44,12 +44,12 @@ pub struct HostArgs {
 
     /// CPU time per request: time spent running guest code, not waiting.
     #[arg(long, help_heading = LIMITS, value_name = "DURATION",
-          default_value = "1s", value_parser = humantime::parse_duration)]
+          default_value = "1s", value_parser = parse_positive_duration::<Duration>)]
     cpu_time: Duration,
 
     /// Wall-clock time per request.
     #[arg(long, help_heading = LIMITS, value_name = "DURATION",
-          default_value = "60s", value_parser = humantime::parse_duration)]
+          default_value = "60s", value_parser = parse_positive_duration::<Duration>)]
     wall_time: Duration,
 
     /// Largest request body accepted (e.g. 100MiB).
@@ -138,7 +138,7 @@ pub struct HostArgs {
 
     /// How long a reused instance waits idle for its next request before it is dropped.
     #[arg(long, help_heading = INSTANCES, value_name = "DURATION",
-          default_value = "1s", value_parser = parse_positive_duration)]
+          default_value = "1s", value_parser = parse_positive_duration::<Duration>)]
     instance_idle: Duration,
 
     /// Instances alive at once across all apps, per instance pool (its size: WASI 0.2

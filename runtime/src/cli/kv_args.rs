@@ -55,11 +55,11 @@ pub struct KvArgs {
     pub kv_max_in_flight: u32,
 
     /// How long one operation may take before the guest gets an error.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration::<Duration>)]
     pub kv_timeout: Duration,
 
     /// How often an `os` file is synced to disk: the most a power cut may lose.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_positive_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_positive_duration::<Duration>)]
     pub kv_sync_interval: Duration,
 
     /// Bytes of keys and values the app may write a second, averaged; past it

@@ -8,6 +8,7 @@ use clap::builder::TypedValueParser;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
+use super::value_parsers::parse_positive_duration;
 use crate::host::outbound::{HostPattern, Outbound};
 use crate::host::outbound_client::{self, ClientSettings};
 
@@ -30,7 +31,8 @@ pub struct OutboundArgs {
     pub allow_outbound: Vec<HostPattern>,
 
     /// Time to open a connection to an allowed origin; a guest may ask for less.
-    #[arg(long, default_value_t = defaults().connect_timeout.into())]
+    #[arg(long, default_value_t = defaults().connect_timeout.into(),
+          value_parser = parse_positive_duration::<humantime::Duration>)]
     pub outbound_connect_timeout: humantime::Duration,
 
     /// Outbound requests one app may have in flight (head sent, response body not

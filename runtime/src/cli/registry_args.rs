@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::value_parsers::parse_positive_duration;
 use crate::host::limits::parse_size;
 use crate::oci::{self, BlobCache, Registry};
 
@@ -25,12 +26,12 @@ pub struct RegistryArgs {
 
     /// Time to connect to a registry, and to wait for each read from it.
     #[arg(long, value_name = "DURATION", default_value = oci::DEFAULT_TIMEOUT,
-          value_parser = humantime::parse_duration)]
+          value_parser = parse_positive_duration::<Duration>)]
     registry_timeout: Duration,
 
     /// Time a whole pull from a registry (manifest and component) may take.
     #[arg(long, value_name = "DURATION", default_value = oci::DEFAULT_DEADLINE,
-          value_parser = humantime::parse_duration)]
+          value_parser = parse_positive_duration::<Duration>)]
     registry_deadline: Duration,
 }
 

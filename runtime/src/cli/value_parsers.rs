@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use crate::host::limits::parse_size;
 
-/// A duration above zero: an idle timeout of zero would drop every instance at once.
-pub(super) fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+/// A duration above zero, for limits and timeouts where zero would fail everything
+/// at once (every request out of CPU time, every connection timed out) rather than
+/// mean "off". As a `std` or a `humantime` duration, whichever the flag's field is.
+pub(super) fn parse_positive_duration<D: From<Duration>>(text: &str) -> Result<D, String> {
     match humantime::parse_duration(text) {
         Ok(duration) if duration.is_zero() => Err("must be more than zero".into()),
-        Ok(duration) => Ok(duration),
+        Ok(duration) => Ok(duration.into()),
         Err(err) => Err(err.to_string()),
     }
 }
