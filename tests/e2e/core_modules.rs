@@ -84,8 +84,10 @@ fn a_crate_built_for_wasip1_is_served_by_serve_and_dev() {
         Server::start(&dir, &["--no-tls"]),
         Server::dev(&dir, &["--no-tls"]),
     ] {
-        let log = server.wait_for_log("for wasm32-wasip1");
-        assert!(log.contains(COMPONENTIZED), "{log}");
+        // The build's line comes first; `wedge dev` may log it before the module
+        // is componentized and loaded, so wait for the later line.
+        let log = server.wait_for_log(COMPONENTIZED);
+        assert!(log.contains("for wasm32-wasip1"), "{log}");
         let url = format!("{}/", server.url);
         let (_, answer) = support::protocols::curl_send(&["--http1.1"], "GET", &url, None);
         assert_eq!((answer.status, answer.body.as_slice()), (200, HELLO));
