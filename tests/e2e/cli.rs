@@ -86,6 +86,11 @@ fn bad_flags_and_values_are_refused() {
     fails_with(&["serve", &hello, "--no-such-flag"], "--no-such-flag");
     fails_with(&["serve", &hello, "--memory", "lots"], "lots");
     fails_with(&["serve", &hello, "--cpu-time", "soon"], "soon");
+    // As wedge.toml's `memory = 0` is refused, not left to fail the instance pool.
+    fails_with(
+        &["serve", &hello, "--memory", "0"],
+        "must be more than zero",
+    );
     fails_with(&["serve", &hello, "--listen", "nowhere"], "nowhere");
     // hyper's read buffer holds at least 8 KiB.
     fails_with(
@@ -119,6 +124,7 @@ fn a_zero_timeout_or_time_limit_is_refused() {
         "--h3-header-read-timeout",
         "--h3-zero-window-timeout",
         "--outbound-connect-timeout",
+        "--outbound-idle-timeout",
         "--kv-timeout",
         "--kv-sync-interval",
         "--registry-timeout",

@@ -633,6 +633,40 @@ fn the_sample_config_is_accepted_and_shows_the_defaults() {
     assert_eq!(hello.keyvalue, KeyValue::default());
 }
 
+/// README says the sample shows every key: each key the parser takes (from its
+/// source, so a key added later is caught) is written there, set or commented out.
+#[test]
+fn the_sample_config_shows_every_key_the_parser_reads() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/wedge.toml");
+    let sample = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = sample
+        .lines()
+        .map(|line| line.trim_start_matches(['#', ' ']))
+        .collect();
+    let source = [include_str!("parse.rs"), include_str!("dev.rs")].concat();
+    let keys: Vec<&str> = source
+        .split("take(\"")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("\")").map(|(key, _)| key))
+        .collect();
+    assert!(keys.len() > 40, "{keys:?}");
+    let missing: Vec<&&str> = keys
+        .iter()
+        .filter(|key| {
+            !lines.iter().any(|line| {
+                line.starts_with(&format!("{key} ="))
+                    || line.starts_with(&format!("[{key}]"))
+                    || line.starts_with(&format!("[[{key}]]"))
+                    || (line.starts_with('[') && line.contains(&format!(".{key}]")))
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "examples/wedge.toml leaves out {missing:?}"
+    );
+}
+
 #[test]
 fn a_deployed_apps_settings_read_like_an_app_table_without_name_and_component() {
     let text = "routes = [\"/a\", \"a.example.com/\"]\noutbound = [\"api.example.com\"]\n\

@@ -29,7 +29,8 @@ pub struct DeployArgs {
     routes: Vec<String>,
 
     /// The app's settings: a TOML file with the keys of a wedge.toml `[[app]]`
-    /// table but `name` and `component` (routes, outbound, [limits], [env], [config]).
+    /// table but `name` and `component` (routes, outbound, executor, [limits], [env],
+    /// [config], [keyvalue]).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
 

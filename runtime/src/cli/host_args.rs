@@ -39,7 +39,7 @@ pub struct HostArgs {
 
     /// Linear memory per instance (e.g. 128MiB).
     #[arg(long, help_heading = LIMITS, value_name = "SIZE",
-          default_value = "128MiB", value_parser = parse_size)]
+          default_value = "128MiB", value_parser = parse_positive_size)]
     memory: u64,
 
     /// CPU time per request: time spent running guest code, not waiting.

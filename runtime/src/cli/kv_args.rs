@@ -16,7 +16,8 @@ use wedge_config::keyvalue::{self, DEFAULT_BUCKET};
 pub struct KvArgs {
     /// Where the app's keys live: `embedded` (a crash-safe file in the data dir's
     /// kv/), `redis://HOST:PORT` or `rediss://HOST:PORT` (Redis or Valkey, shared by
-    /// every wedge pointed at it), or `none`.
+    /// every wedge pointed at it), `env:NAME` (the URL wedge's environment variable
+    /// NAME holds), or `none`.
     #[arg(id = "kv", long = "kv", value_name = "BACKEND", default_value = "embedded",
           value_parser = BackendChoice::parse)]
     pub backend: BackendChoice,

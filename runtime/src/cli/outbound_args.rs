@@ -52,7 +52,8 @@ pub struct OutboundArgs {
     pub outbound_idle_per_host: usize,
 
     /// How long an idle outbound connection is kept for reuse.
-    #[arg(long, default_value_t = outbound_client::DEFAULT_IDLE_TIMEOUT.into())]
+    #[arg(long, default_value_t = outbound_client::DEFAULT_IDLE_TIMEOUT.into(),
+          value_parser = parse_positive_duration::<humantime::Duration>)]
     pub outbound_idle_timeout: humantime::Duration,
 }
 

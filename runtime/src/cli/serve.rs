@@ -32,8 +32,9 @@ pub struct ServeArgs {
 
     /// Serve the listeners and apps of this wedge.toml instead of one TARGET;
     /// per-app limits and outbound settings then come from the file (the flags
-    /// for them are refused; --memory then only sets the largest memory an app
-    /// deployed later may be given).
+    /// for them are refused; --memory then sets the least memory the instance pool
+    /// holds per instance, which also holds the largest `memory` of the configured
+    /// apps: a deploy asking for more is refused).
     #[arg(long = "config", value_name = "FILE",
           conflicts_with_all = ["target", "listen", "tls_listen", "no_tls", "tls_cert", "tls_key", "env", "var",
               "cpu_time", "wall_time", "max_body", "host_memory", "max_resources", "log_rate", "log_burst", "max_cgi_head", "cgi_output_buffer", "max_concurrent", "queue", "max_abandoned_per_connection",
