@@ -236,3 +236,25 @@ fn stopping_wedge_blames_no_kept_instance() {
     assert_eq!(status.code(), Some(0), "{log}");
     assert!(!log.contains("WARN"), "{log}");
 }
+
+/// WASI 0.3 hands the guest's whole stdout write to wedge at once. One write of 8
+/// MiB and a newline (one line) was one 8 MiB log line, a host-memory fault (500)
+/// only after wedge had made it, and minutes of a blocked worker for larger writes
+/// (the newline searched for over the whole rest before each 4 KiB cut). Now stdout
+/// takes 4 KiB a write, as WASI 0.2's `check-write` says, and no line is longer.
+#[test]
+fn one_huge_p3_stdout_write_is_logged_in_lines_of_at_most_4_kib() {
+    let server = Server::start(&example("p3_probe"), &["--no-tls"]);
+    let url = format!("{}/print?kib=8192", server.url);
+    let out = curl(&["-w", "\n%{http_code}", &url]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text, "printed 8192 KiB\n\n200");
+    let log = server.log();
+    let lines: Vec<usize> = log
+        .lines()
+        .filter_map(|line| line.split_once("[p3_probe] ").map(|(_, text)| text.len()))
+        .collect();
+    // What the default log budget lets through (1 MiB at once), in whole lines.
+    assert!(lines.len() >= 100, "{} lines", lines.len());
+    assert!(lines.iter().all(|&len| len <= 4096), "{lines:?}");
+}

@@ -23,6 +23,9 @@
 //! - `…/trailers`: reads the body to its end and answers `200` with its length and
 //!   the trailers the client sent after it: `body: N bytes\n`, then `name: value\n`
 //!   for each, in order (as `echo`'s `/trailers`).
+//! - `…/print?kib=N`: writes N KiB of `p` and a newline to `wasi:cli/stdout@0.3.0`
+//!   in one stream write of one buffer (one line, however long), then answers
+//!   `200 printed N KiB\n` once stdout took it all.
 //! - anything else: `200` with this list.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,7 +36,7 @@ use wasip3::wit_bindgen::{FutureReader, StreamResult};
 use wasip3::{wit_future, wit_stream};
 
 const USAGE: &str = "p3-probe: try /stream, /barrier?n=N, /sleep?ms=N, /spin?ms=N, /drip?ms=N, /trap, \
-     /trap-mid-body, /count, /trailers\n";
+     /trap-mid-body, /count, /trailers, /print?kib=N\n";
 const MILLISECOND: u64 = 1_000_000;
 
 /// Requests this instance has seen, and those that reached `/barrier`.
@@ -115,6 +118,13 @@ impl wasip3::exports::http::handler::Guest for Probe {
                 Ok(response)
             }
             "count" => Ok(text(200, &format!("served {seen}\n"))),
+            "print" => match number("kib") {
+                Some(kib) => {
+                    print_line(kib as usize * 1024).await;
+                    Ok(text(200, &format!("printed {kib} KiB\n")))
+                }
+                None => Ok(text(400, "usage: /print?kib=N\n")),
+            },
             "trailers" => {
                 let (len, trailers) = drain(request).await;
                 let mut report = format!("body: {len} bytes\n");
@@ -170,6 +180,19 @@ fn respond(status: u16, chunks: Vec<Vec<u8>>) -> Response {
         }
     });
     response
+}
+
+/// Writes `len` octets of `p` and a newline to stdout as one write, and waits until
+/// stdout has taken them.
+async fn print_line(len: usize) {
+    let (mut tx, rx) = wit_stream::new();
+    let taken = wasip3::cli::stdout::write_via_stream(rx);
+    let mut line = vec![b'p'; len];
+    line.push(b'\n');
+    wasip3::spawn(async move {
+        tx.write_all(line).await;
+    });
+    let _ = taken.await;
 }
 
 /// A `200` whose body is a 1 KiB chunk every `ms` milliseconds, never ended.

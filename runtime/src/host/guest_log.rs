@@ -210,30 +210,41 @@ struct LineWriter {
 }
 
 impl LineWriter {
-    fn push(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() {
-            match bytes.iter().position(|&b| b == b'\n') {
-                Some(end) => {
-                    self.line.extend_from_slice(&bytes[..end]);
-                    self.emit();
-                    bytes = &bytes[end + 1..];
-                }
-                None => {
-                    let room = MAX_LINE.saturating_sub(self.line.len());
-                    let take = room.min(bytes.len());
-                    self.line.extend_from_slice(&bytes[..take]);
-                    bytes = &bytes[take..];
-                    if self.line.len() >= MAX_LINE {
-                        self.emit();
-                    }
-                }
-            }
-        }
+    fn push(&mut self, bytes: &[u8]) {
+        let LineWriter { log, line } = self;
+        split_lines(line, bytes, |text| log.output.line(log.channel, text));
     }
 
     fn emit(&mut self) {
         self.log.output.line(self.log.channel, &self.line);
         self.line.clear();
+    }
+}
+
+/// Adds `bytes` to the `line` being built, handing `emit` each line that ends (its
+/// newline left out) or reaches `MAX_LINE` octets: no line is longer, and no octet is
+/// looked at twice, whatever one write hands over.
+fn split_lines(line: &mut Vec<u8>, mut bytes: &[u8], mut emit: impl FnMut(&[u8])) {
+    while !bytes.is_empty() {
+        let room = MAX_LINE - line.len();
+        let window = &bytes[..bytes.len().min(room + 1)];
+        match window.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                line.extend_from_slice(&bytes[..end]);
+                emit(line);
+                line.clear();
+                bytes = &bytes[end + 1..];
+            }
+            None => {
+                let take = room.min(bytes.len());
+                line.extend_from_slice(&bytes[..take]);
+                bytes = &bytes[take..];
+                if line.len() == MAX_LINE {
+                    emit(line);
+                    line.clear();
+                }
+            }
+        }
     }
 }
 
@@ -266,13 +277,18 @@ impl OutputStream for LineWriter {
 }
 
 impl AsyncWrite for LineWriter {
+    /// Takes at most `MAX_LINE` octets, as WASI 0.2's `check-write` allows: WASI 0.3
+    /// hands over the guest's whole write (any size) in one call, and the work of
+    /// one call must stay small, for it runs on the worker outside the guest's CPU
+    /// and wall-time limits. The guest writes the rest again, as for any short write.
     fn poll_write(
         mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        self.push(buf);
-        Poll::Ready(Ok(buf.len()))
+        let taken = &buf[..buf.len().min(MAX_LINE)];
+        self.push(taken);
+        Poll::Ready(Ok(taken.len()))
     }
 
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -287,6 +303,54 @@ impl AsyncWrite for LineWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lines_of(writes: &[&[u8]]) -> (Vec<Vec<u8>>, Vec<u8>) {
+        let (mut line, mut lines) = (Vec::new(), Vec::new());
+        for bytes in writes {
+            split_lines(&mut line, bytes, |text| lines.push(text.to_vec()));
+        }
+        (lines, line)
+    }
+
+    #[test]
+    fn a_line_is_cut_at_max_line_even_when_its_newline_came_in_the_same_write() {
+        let mut huge = vec![b'x'; 3 * MAX_LINE + 10];
+        huge.push(b'\n');
+        let (lines, rest) = lines_of(&[&huge]);
+        let lengths: Vec<usize> = lines.iter().map(Vec::len).collect();
+        assert_eq!(lengths, [MAX_LINE, MAX_LINE, MAX_LINE, 10]);
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn a_line_of_exactly_max_line_and_its_newline_is_one_line() {
+        let mut exact = vec![b'x'; MAX_LINE];
+        exact.extend_from_slice(b"\nnext");
+        let (lines, rest) = lines_of(&[&exact]);
+        assert_eq!(lines, [vec![b'x'; MAX_LINE]]);
+        assert_eq!(rest, b"next");
+    }
+
+    #[test]
+    fn lines_span_writes_and_empty_lines_are_lines() {
+        let (lines, rest) = lines_of(&[b"a", b"b\n\nc", b"d\n"]);
+        assert_eq!(lines, [b"ab".to_vec(), Vec::new(), b"cd".to_vec()]);
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn one_poll_takes_at_most_one_line_of_a_write() {
+        let output = Arc::new(GuestOutput::new(
+            "test".into(),
+            OutputBudget::new(0, 0),
+            AppMetrics::detached(),
+        ));
+        let mut writer = GuestLog::new(output, Channel::Stdout).writer();
+        let huge = vec![b'x'; 64 * MAX_LINE];
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let taken = Pin::new(&mut writer).poll_write(&mut cx, &huge);
+        assert!(matches!(taken, Poll::Ready(Ok(MAX_LINE))), "{taken:?}");
+    }
 
     #[test]
     fn controls_separators_and_bidi_overrides_are_shown_escaped() {
