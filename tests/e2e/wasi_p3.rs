@@ -258,3 +258,39 @@ fn one_huge_p3_stdout_write_is_logged_in_lines_of_at_most_4_kib() {
     assert!(lines.len() >= 100, "{} lines", lines.len());
     assert!(lines.iter().all(|&len| len <= 4096), "{lines:?}");
 }
+
+/// A WASI 0.3 handler may return while a task it spawned runs on, and its instance
+/// lives on without an admission slot. Those instances were bounded only by the host's
+/// pool: an app with `max_concurrent = 2` held all three places of `--max-instances 3`
+/// and its neighbour got 503 until the first app's wall time. Now an app keeps at most
+/// `max_concurrent` instances alive; its next request waits for one.
+#[test]
+fn lingering_p3_instances_stay_within_their_apps_max_concurrent() {
+    let wedge = Metered::start_with(
+        &[
+            app(
+                "lingerer",
+                "p3_probe",
+                "/probe",
+                "instance_reuse = 1\nmax_concurrent = 2\nwall_time = \"2s\"",
+            ),
+            app("neighbour", "hello_p3", "/hello", ""),
+        ],
+        &["--max-instances", "3"],
+    );
+    let status = |path: &str| {
+        let url = format!("{}{path}", wedge.server().url);
+        let out = curl(&["-s", "-o", "/dev/null", "-w", "%{http_code}", &url]);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // Each leaves its instance alive for 10 minutes, or until its wall time.
+    let lingering = status("/probe/linger?ms=600000");
+    assert_eq!(lingering, "200");
+    assert_eq!(status("/probe/linger?ms=600000"), "200");
+    // The third waits for a place: until a lingering instance reaches its wall time
+    // (then 200), or until its own does (503): which comes first is a matter of ms.
+    let third = status("/probe/linger?ms=600000");
+    assert!(["200", "503"].contains(&third.as_str()), "{third}");
+    assert!(wedge.running("lingerer") <= 2.0);
+    assert_eq!(status("/hello"), "200");
+}

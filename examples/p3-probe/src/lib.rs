@@ -23,6 +23,8 @@
 //! - `…/trailers`: reads the body to its end and answers `200` with its length and
 //!   the trailers the client sent after it: `body: N bytes\n`, then `name: value\n`
 //!   for each, in order (as `echo`'s `/trailers`).
+//! - `…/linger?ms=N`: spawns a task that waits N ms and answers `200 lingering N\n`
+//!   at once: the instance lives on after the handler returned.
 //! - `…/print?kib=N`: writes N KiB of `p` and a newline to `wasi:cli/stdout@0.3.0`
 //!   in one stream write of one buffer (one line, however long), then answers
 //!   `200 printed N KiB\n` once stdout took it all.
@@ -36,7 +38,7 @@ use wasip3::wit_bindgen::{FutureReader, StreamResult};
 use wasip3::{wit_future, wit_stream};
 
 const USAGE: &str = "p3-probe: try /stream, /barrier?n=N, /sleep?ms=N, /spin?ms=N, /drip?ms=N, /trap, \
-     /trap-mid-body, /count, /trailers, /print?kib=N\n";
+     /trap-mid-body, /count, /trailers, /print?kib=N, /linger?ms=N\n";
 const MILLISECOND: u64 = 1_000_000;
 
 /// Requests this instance has seen, and those that reached `/barrier`.
@@ -118,6 +120,13 @@ impl wasip3::exports::http::handler::Guest for Probe {
                 Ok(response)
             }
             "count" => Ok(text(200, &format!("served {seen}\n"))),
+            "linger" => match number("ms") {
+                Some(ms) => {
+                    wasip3::spawn(async move { wait_for(ms * MILLISECOND).await });
+                    Ok(text(200, &format!("lingering {ms}\n")))
+                }
+                None => Ok(text(400, "usage: /linger?ms=N\n")),
+            },
             "print" => match number("kib") {
                 Some(kib) => {
                     print_line(kib as usize * 1024).await;

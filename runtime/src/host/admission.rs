@@ -29,6 +29,9 @@ pub enum Refused {
 #[derive(Debug)]
 pub struct Admission {
     slots: Arc<Semaphore>,
+    /// Places for live WASI 0.3 instances: one lives on after its handlers return
+    /// while tasks they spawned run, where it holds no slot.
+    instances: Arc<Semaphore>,
     waiting: AtomicUsize,
     limits: AdmissionLimits,
 }
@@ -38,10 +41,16 @@ pub struct Slot {
     _permit: OwnedSemaphorePermit,
 }
 
+/// A live WASI 0.3 instance's place among its app's, given back when dropped.
+pub struct InstancePlace {
+    _permit: OwnedSemaphorePermit,
+}
+
 impl Admission {
     pub fn new(limits: AdmissionLimits) -> Self {
         Admission {
             slots: Arc::new(Semaphore::new(limits.max_concurrent)),
+            instances: Arc::new(Semaphore::new(limits.max_concurrent)),
             waiting: AtomicUsize::new(0),
             limits,
         }
@@ -73,6 +82,18 @@ impl Admission {
             Ok(Ok(permit)) => Ok(Slot { _permit: permit }),
             // The semaphore is never closed; treat it like a timeout all the same.
             Ok(Err(_)) | Err(_) => Err(Refused::TimedOut),
+        }
+    }
+
+    /// A place for one more live WASI 0.3 instance of the app, once fewer than
+    /// `max_concurrent` are alive: what a handler spawns may keep its instance alive
+    /// after the handler returned and gave its slot back, so without this an app's
+    /// instances would be bounded only by the host's pool, which all apps share. A
+    /// request waits for it in the instance queue, where its wall time runs.
+    pub async fn instance_place(&self) -> InstancePlace {
+        let permit = self.instances.clone().acquire_owned().await;
+        InstancePlace {
+            _permit: permit.expect("the instance places are never closed"),
         }
     }
 

@@ -19,6 +19,7 @@ use wasmtime_wasi_http::handler::{
 };
 
 use super::claim::{Claim, Failed, Shared, Ticket};
+use crate::host::admission::InstancePlace;
 use crate::host::app::{App, AppInstances};
 use crate::host::fault::Fault;
 use crate::host::limits::host_memory::{self, suspending};
@@ -70,6 +71,7 @@ impl HandlerState for AppInstances {
         let Some(app) = self.app.upgrade() else {
             return Err(Failed(Fault::Internal("the app version was unloaded".into())).into());
         };
+        let place = app.admission.instance_place().await;
         let mut store = app.new_store(None);
         let running = app.metrics.instance();
         let deadline = Instant::now() + app.limits.wall_time;
@@ -112,6 +114,7 @@ impl HandlerState for AppInstances {
                 app,
                 shared,
                 _running: running,
+                _place: place,
             },
         })
     }
@@ -127,6 +130,8 @@ pub(crate) struct InstanceState {
     shared: Arc<Shared>,
     /// Counts the instance as running until the worker is gone.
     _running: Open,
+    /// Its place among the app's live instances, until the worker is gone.
+    _place: InstancePlace,
 }
 
 impl WorkerState for InstanceState {
