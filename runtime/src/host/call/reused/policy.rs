@@ -68,27 +68,35 @@ impl HandlerState for AppInstances {
     type WorkerState = InstanceState;
 
     async fn instantiate(&self) -> wasmtime::Result<Instance<GuestState, Expiry, InstanceState>> {
-        let Some(app) = self.app.upgrade() else {
-            return Err(Failed(Fault::Internal("the app version was unloaded".into())).into());
+        let unloaded = || Failed(Fault::Internal("the app version was unloaded".into()));
+        let (admission, limit) = match self.app.upgrade() {
+            Some(app) => (app.admission.clone(), app.limits.wall_time),
+            None => return Err(unloaded().into()),
         };
-        let place = app.admission.instance_place().await;
+        let deadline = Instant::now() + limit;
+        let not_started = || {
+            Failed(Fault::WallTime {
+                limit,
+                started: false,
+            })
+        };
+        // Waited for without the app: a version unloaded meanwhile is not made. Bounded
+        // by the wall time, since the request this worker may hold keeps its slot.
+        let Ok(place) = timeout_at(deadline, admission.instance_place()).await else {
+            return Err(not_started().into());
+        };
+        let Some(app) = self.app.upgrade() else {
+            return Err(unloaded().into());
+        };
         let mut store = app.new_store(None);
         let running = app.metrics.instance();
-        let deadline = Instant::now() + app.limits.wall_time;
         let Some(pre) = app.pre.either() else {
             let never = "a WAGI program's instance is never reused";
             return Err(Failed(Fault::Internal(never.into())).into());
         };
         let instantiated = timeout_at(deadline, pre.instantiate_async(&mut store));
         let proxy = match suspending(instantiated).await {
-            Err(_) => {
-                let limit = app.limits.wall_time;
-                return Err(Failed(Fault::WallTime {
-                    limit,
-                    started: false,
-                })
-                .into());
-            }
+            Err(_) => return Err(not_started().into()),
             Ok(Err(err)) => return Err(Failed(Fault::from_call_error(err, store.data())).into()),
             Ok(Ok(proxy)) => proxy,
         };
