@@ -294,3 +294,33 @@ fn lingering_p3_instances_stay_within_their_apps_max_concurrent() {
     assert!(wedge.running("lingerer") <= 2.0);
     assert_eq!(status("/hello"), "200");
 }
+
+/// An idle instance used to keep its place among its app's instances for all of
+/// `instance_idle`, even while the app's next request waited for one. With tiered
+/// compilation the first request's instance runs Winch's code, and once Cranelift's
+/// takes over it can take no request at all: at `max_concurrent = 1` and
+/// `instance_idle = 10m`, every later request waited to its wall time (503). Idle
+/// instances now give their places up to a request waiting for one.
+#[test]
+fn an_idle_p3_instance_gives_its_place_to_a_request_waiting_for_one() {
+    let server = Server::start(
+        &example("p3_probe"),
+        &[
+            "--no-tls",
+            "--compile",
+            "tiered",
+            "--max-concurrent",
+            "1",
+            "--instance-idle",
+            "10m",
+            "--wall-time",
+            "20s",
+        ],
+    );
+    let count = || String::from_utf8(fetch(&[], &format!("{}/count", server.url))).unwrap();
+    // On Winch's code; it queues Cranelift's, which then serves new instances.
+    assert_eq!(count(), "served 1\n");
+    server.wait_for_log("now runs optimized code");
+    // A new instance on Cranelift's code needs the place the idle Winch one holds.
+    assert_eq!(count(), "served 1\n");
+}

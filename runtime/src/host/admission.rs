@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::futures::OwnedNotified;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 pub use wedge_config::admission::{
     AdmissionLimits, DEFAULT_MAX_ABANDONED_PER_CONNECTION, DEFAULT_MAX_CONCURRENT, DEFAULT_QUEUE,
     DEFAULT_QUEUE_TIMEOUT,
@@ -32,6 +33,10 @@ pub struct Admission {
     /// Places for live WASI 0.3 instances: one lives on after its handlers return
     /// while tasks they spawned run, where it holds no slot.
     instances: Arc<Semaphore>,
+    /// Requests waiting for a place now, and the signal that one started to: while
+    /// any waits, the app's idle instances give their places up.
+    places_wanted: AtomicUsize,
+    place_wanted: Arc<Notify>,
     waiting: AtomicUsize,
     limits: AdmissionLimits,
 }
@@ -51,6 +56,8 @@ impl Admission {
         Admission {
             slots: Arc::new(Semaphore::new(limits.max_concurrent)),
             instances: Arc::new(Semaphore::new(limits.max_concurrent)),
+            places_wanted: AtomicUsize::new(0),
+            place_wanted: Arc::new(Notify::new()),
             waiting: AtomicUsize::new(0),
             limits,
         }
@@ -91,10 +98,29 @@ impl Admission {
     /// instances would be bounded only by the host's pool, which all apps share. A
     /// request waits for it in the instance queue, where its wall time runs.
     pub async fn instance_place(&self) -> InstancePlace {
+        if let Ok(permit) = self.instances.clone().try_acquire_owned() {
+            return InstancePlace { _permit: permit };
+        }
+        // An idle instance holds a place it may keep for `instance_idle`, and one of
+        // an older version of the app can take no request at all: while this waits,
+        // they go (see `Expiry`), and a place comes free.
+        let _wanting = Waiting::join(&self.places_wanted);
+        self.place_wanted.notify_waiters();
         let permit = self.instances.clone().acquire_owned().await;
         InstancePlace {
             _permit: permit.expect("the instance places are never closed"),
         }
+    }
+
+    /// Whether a request waits for a place among the app's instances now.
+    pub fn place_wanted(&self) -> bool {
+        self.places_wanted.load(Ordering::Acquire) > 0
+    }
+
+    /// Resolves when a request starts to wait for a place: enable it, then ask
+    /// [`Admission::place_wanted`], so that no start goes unseen.
+    pub fn place_wanted_signal(&self) -> OwnedNotified {
+        self.place_wanted.clone().notified_owned()
     }
 
     /// Instances running now.

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, ready};
 
+use tokio::sync::futures::OwnedNotified;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 use wasmtime::component::GuestTaskId;
@@ -19,7 +20,7 @@ use wasmtime_wasi_http::handler::{
 };
 
 use super::claim::{Claim, Failed, Shared, Ticket};
-use crate::host::admission::InstancePlace;
+use crate::host::admission::{Admission, InstancePlace};
 use crate::host::app::{App, AppInstances};
 use crate::host::fault::Fault;
 use crate::host::limits::host_memory::{self, suspending};
@@ -115,6 +116,8 @@ impl HandlerState for AppInstances {
                 idle: reuse.idle,
                 timer: Box::pin(sleep_until(Instant::now() + reuse.idle)),
                 shared: shared.clone(),
+                place_wanted: Box::pin(app.admission.place_wanted_signal()),
+                admission: app.admission.clone(),
             },
             state: InstanceState {
                 concurrency: reuse.concurrency as usize,
@@ -229,6 +232,30 @@ pub(crate) struct Expiry {
     idle: std::time::Duration,
     timer: Pin<Box<Sleep>>,
     shared: Arc<Shared>,
+    /// The app's places for instances: an idle instance gives its up to a request
+    /// waiting for one.
+    admission: Arc<Admission>,
+    place_wanted: Pin<Box<OwnedNotified>>,
+}
+
+impl Expiry {
+    /// Whether a request of the app waits for a place among its instances; if none
+    /// does, `cx` is woken when one starts to.
+    fn place_wanted(&mut self, cx: &mut Context<'_>) -> bool {
+        loop {
+            self.place_wanted.as_mut().enable();
+            if self.admission.place_wanted() {
+                return true;
+            }
+            match self.place_wanted.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    let signal = self.admission.place_wanted_signal();
+                    self.place_wanted.set(signal);
+                }
+                Poll::Pending => return false,
+            }
+        }
+    }
 }
 
 impl WorkerExpiration for Expiry {
@@ -250,6 +277,10 @@ impl WorkerExpiration for Expiry {
         this.shared.claim_released.register(cx.waker());
         if status != WorkerStatus::Requests && this.shared.only_expired_left() {
             this.shared.overdue.store(true, Ordering::Release);
+            return Poll::Ready(());
+        }
+        // Idle, it gives its place up to a request waiting for one: a clean end.
+        if status == WorkerStatus::Idle && this.place_wanted(cx) {
             return Poll::Ready(());
         }
         let limit = match status {
