@@ -223,9 +223,19 @@ impl LineWriter {
 
 /// Adds `bytes` to the `line` being built, handing `emit` each line that ends (its
 /// newline left out) or reaches `MAX_LINE` octets: no line is longer, and no octet is
-/// looked at twice, whatever one write hands over.
+/// looked at twice, whatever one write hands over. A full line waits for the next
+/// octet, so that a newline right after it (in the next write: writes come 4 KiB at a
+/// time) ends it rather than making an empty line of its own.
 fn split_lines(line: &mut Vec<u8>, mut bytes: &[u8], mut emit: impl FnMut(&[u8])) {
     while !bytes.is_empty() {
+        if line.len() == MAX_LINE {
+            if bytes[0] == b'\n' {
+                bytes = &bytes[1..];
+            }
+            emit(line);
+            line.clear();
+            continue;
+        }
         let room = MAX_LINE - line.len();
         let window = &bytes[..bytes.len().min(room + 1)];
         match window.iter().position(|&b| b == b'\n') {
@@ -239,10 +249,6 @@ fn split_lines(line: &mut Vec<u8>, mut bytes: &[u8], mut emit: impl FnMut(&[u8])
                 let take = room.min(bytes.len());
                 line.extend_from_slice(&bytes[..take]);
                 bytes = &bytes[take..];
-                if line.len() == MAX_LINE {
-                    emit(line);
-                    line.clear();
-                }
             }
         }
     }
@@ -329,6 +335,19 @@ mod tests {
         let (lines, rest) = lines_of(&[&exact]);
         assert_eq!(lines, [vec![b'x'; MAX_LINE]]);
         assert_eq!(rest, b"next");
+    }
+
+    #[test]
+    fn a_full_line_and_its_newline_in_the_next_write_are_one_line() {
+        let full = vec![b'x'; MAX_LINE];
+        let (lines, rest) = lines_of(&[&full, b"\nnext"]);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0], full);
+        assert_eq!(rest, b"next");
+        // Without a newline after it, the next octet starts the next line.
+        let (lines, rest) = lines_of(&[&full, b"y"]);
+        assert_eq!(lines, [full]);
+        assert_eq!(rest, b"y");
     }
 
     #[test]
