@@ -261,6 +261,16 @@ fn a_guest_spinning_in_host_calls_is_stopped_at_its_cpu_time() {
     );
 }
 
+/// WASI 0.2's `write` traps past the permit `check-write` gave: the log stream took
+/// any write whole before (1 MiB split in one host call), where its permit is 4 KiB.
+#[test]
+fn a_log_write_past_check_write_traps() {
+    let wedge = serve(HOSTILE_LIMITS);
+    let outcome = attack(&wedge, "/unasked-write?kib=1024", 1);
+    let cause = "check-write permitted 4096";
+    assert_stopped(&wedge, outcome, "500", cause, "trap", BUDGET + MARGIN);
+}
+
 #[test]
 fn huge_random_lists_are_refused_within_the_host_memory_budget() {
     let wedge = serve(HOSTILE_LIMITS);

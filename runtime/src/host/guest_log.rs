@@ -15,7 +15,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
-use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
 use super::limits::Size;
 use super::limits::guest_output::OutputBudget;
@@ -268,7 +268,15 @@ impl Pollable for LineWriter {
 }
 
 impl OutputStream for LineWriter {
+    /// Past `check-write`'s permit a write traps, as WASI 0.2 says it does: the work
+    /// of one call stays bounded, as `poll_write` bounds WASI 0.3's.
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        if bytes.len() > MAX_LINE {
+            return Err(StreamError::Trap(wasmtime::format_err!(
+                "the guest wrote {} bytes to its log where check-write permitted {MAX_LINE}",
+                bytes.len()
+            )));
+        }
         self.push(&bytes);
         Ok(())
     }

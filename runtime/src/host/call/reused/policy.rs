@@ -116,8 +116,8 @@ impl HandlerState for AppInstances {
                 idle: reuse.idle,
                 timer: Box::pin(sleep_until(Instant::now() + reuse.idle)),
                 shared: shared.clone(),
-                place_wanted: Box::pin(app.admission.place_wanted_signal()),
-                admission: app.admission.clone(),
+                place_wanted: Box::pin(admission.place_wanted_signal()),
+                admission,
             },
             state: InstanceState {
                 concurrency: reuse.concurrency as usize,
