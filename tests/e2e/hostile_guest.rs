@@ -271,6 +271,32 @@ fn a_log_write_past_check_write_traps() {
     assert_stopped(&wedge, outcome, "500", cause, "trap", BUDGET + MARGIN);
 }
 
+/// A guest's error code may carry a message as long as its host-call budget: wedge
+/// formatted it whole (`Debug`, each control character 5 octets), escaped it again
+/// and logged it as one line, before any budget looked at it. 6 MiB made one line of
+/// about 30 MB, and put the app's notice budget in debt for minutes, so the next
+/// fault's line was dropped.
+#[test]
+fn a_guests_huge_error_text_is_cut_before_wedge_formats_it() {
+    let wedge = serve(HOSTILE_LIMITS);
+    let outcome = attack(&wedge, "/error-text?kib=6144", 1);
+    let cause = "the handler answered with an error";
+    let log = wedge.server().wait_for_log(cause);
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest <= 16 * 1024, "a log line of {longest} bytes");
+    assert_stopped(
+        &wedge,
+        outcome,
+        "500",
+        cause,
+        "guest_error",
+        BUDGET + MARGIN,
+    );
+    // The notices' budget is not in debt: the next fault is told.
+    assert_eq!(get(&wedge, "/informational").0, "500");
+    wedge.server().wait_for_log("status 101 is informational");
+}
+
 #[test]
 fn huge_random_lists_are_refused_within_the_host_memory_budget() {
     let wedge = serve(HOSTILE_LIMITS);

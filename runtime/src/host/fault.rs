@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
+use super::bounded_text::bounded;
 use super::limits::Size;
 use super::store::GuestState;
 use crate::metrics::FaultKind;
@@ -53,7 +54,16 @@ pub enum Fault {
     Internal(String),
 }
 
+/// The most a fault keeps of what the guest chose to say (an error code's message).
+const MAX_GUEST_TEXT: usize = 1024;
+
 impl Fault {
+    /// The guest answered with `code`, an error instead of a response: its debug form,
+    /// cut at `MAX_GUEST_TEXT` octets as it is formatted.
+    pub fn guest_error(code: &dyn fmt::Debug) -> Fault {
+        Fault::GuestError(bounded(format_args!("{code:?}"), MAX_GUEST_TEXT))
+    }
+
     /// The status sent when the fault happens before the response head.
     pub fn status(&self) -> StatusCode {
         match self {

@@ -17,6 +17,7 @@ use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
+use super::bounded_text::bounded;
 use super::limits::Size;
 use super::limits::guest_output::OutputBudget;
 use crate::metrics::AppMetrics;
@@ -128,8 +129,9 @@ impl GuestOutput {
     }
 
     fn admit_text(&self, message: fmt::Arguments<'_>) -> Option<String> {
-        // What a guest chose (a name, an error's text) may be in it.
-        let text = printable(&message.to_string()).into_owned();
+        // What a guest chose (a name, an error's text) may be in it: cut as a guest's
+        // line is, and escaped.
+        let text = printable(&bounded(message, MAX_LINE)).into_owned();
         self.admit(
             &self.notices,
             "wedge's lines about it",

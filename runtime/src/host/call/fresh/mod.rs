@@ -114,7 +114,7 @@ pub(super) async fn serve<B: IncomingBody>(
         }),
         Ok(Ok(_)) => too_large(app.limits.max_body),
         Ok(Err(code)) => {
-            let fault = Fault::GuestError(describe_error_code(&code));
+            let fault = Fault::guest_error(&code);
             app.report(&fault);
             app.fault_response(&fault, body_exceeded.get())
         }
@@ -237,8 +237,4 @@ pub(crate) async fn call_handler(
         Ok(Err(err)) => Err(Fault::from_call_error(err, store.data())),
         Ok(Ok(())) => Ok(()),
     }
-}
-
-pub(in crate::host::call) fn describe_error_code(code: &ErrorCode) -> String {
-    format!("{code:?}")
 }

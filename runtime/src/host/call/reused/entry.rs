@@ -128,7 +128,7 @@ async fn classify(
     }
     // The guest answered with an error code instead of a response.
     if let Some(code) = err.downcast_ref::<ErrorCode>() {
-        return Fault::GuestError(format!("{code:?}"));
+        return Fault::guest_error(code);
     }
     // Otherwise the error may be the request's own or its instance's failure,
     // which wasmtime reports to each request the same way: the worker says which

@@ -35,9 +35,7 @@ use super::claim::{Claim, Shared};
 use super::driven_call::{CallFailed, DrivenCall};
 use crate::host::app::App;
 use crate::host::call::fresh::body::{First, Outcome};
-use crate::host::call::fresh::{
-    call_handler, describe_error_code, instantiate, put_request, unanswered_fault,
-};
+use crate::host::call::fresh::{call_handler, instantiate, put_request, unanswered_fault};
 use crate::host::fault::Fault;
 use crate::host::limits::host_memory::suspending;
 use crate::host::request_body::IncomingBody;
@@ -158,7 +156,7 @@ pub(super) async fn handle(
     let mut call = DrivenCall::new(call, inline);
     match answered(&mut call, &mut response_rx).await {
         First::Response(Ok(Ok(response)), _) => Ok(response),
-        First::Response(Ok(Err(code)), _) => Err(Fault::GuestError(describe_error_code(&code))),
+        First::Response(Ok(Err(code)), _) => Err(Fault::guest_error(&code)),
         First::Response(Err(_), Some(outcome)) | First::Ended(outcome) => {
             Err(unanswered_fault(outcome))
         }
