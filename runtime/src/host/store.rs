@@ -1,6 +1,7 @@
 //! Per-request store state: the WASI, wasi:http and wasi:keyvalue contexts and the limits
 //! (linear memory, CPU time, host memory) with the hooks that enforce them.
 
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -199,7 +200,62 @@ pub(super) fn new_store(
         }
         // Yield at every tick so one busy guest delays others on its worker
         // by at most one tick.
-        Ok(UpdateDeadline::Yield(1))
+        Ok(UpdateDeadline::YieldCustom(1, yield_behind_io()))
     });
     store
+}
+
+/// One turn of the worker's runtime for a busy guest, behind the I/O it has to look
+/// at: wasmtime's own `Yield` wakes its task at once, and a current-thread runtime
+/// polls its I/O driver only every 61 task polls (`event_interval`), so a spinning
+/// guest kept its worker's other connections waiting ~0.6 s (61 ticks), not one
+/// tick. tokio's `yield_now` defers the wake until the driver has been polled.
+fn yield_behind_io() -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(tokio::task::yield_now())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    /// What a worker sees while a guest yields at every tick: a datagram ready on
+    /// a socket of the same runtime is read at the guest's next yield or the one
+    /// after, not after the 61 a self-wake took.
+    #[test]
+    fn a_busy_guest_lets_its_worker_read_ready_io_at_its_next_yield() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let to = socket.local_addr().unwrap();
+            let read = Arc::new(AtomicBool::new(false));
+            let reader = tokio::spawn({
+                let read = read.clone();
+                async move {
+                    socket.recv(&mut [0; 1]).await.unwrap();
+                    read.store(true, Ordering::Release);
+                }
+            });
+            // The reader waits on the socket before the datagram is sent.
+            tokio::task::yield_now().await;
+            let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            sender.send_to(b"x", to).unwrap();
+            // The guest runs in a task of its own, as on a worker.
+            let guest = tokio::spawn(async move {
+                let mut yields = 0;
+                while !read.load(Ordering::Acquire) && yields < 1000 {
+                    yield_behind_io().await;
+                    yields += 1;
+                }
+                yields
+            });
+            let yields = guest.await.unwrap();
+            assert!(yields <= 2, "the datagram was read after {yields} yields");
+            reader.await.unwrap();
+        });
+    }
 }
