@@ -256,6 +256,40 @@ fn deploy_replace_under_load_and_delete() {
     assert_eq!(admin.get("/configured"), (200, HELLO.to_string()));
 }
 
+/// Hostile-tenant review (stop 40): a replaced or removed app version kept its idle
+/// WASI 0.3 instances for all of `instance_idle`. A version with other admission
+/// limits has places of its own, so an app redeployed now and then held more
+/// instances than its `max_concurrent`, and filled the host's pool: other apps got
+/// `503`. A retired version's idle instances now go at once.
+#[test]
+fn a_replaced_or_removed_versions_idle_instances_go_at_once() {
+    let admin = Admin::start(&temp_dir("data"), &[]);
+    let running = || {
+        support::admin::scrape(&admin.url, TOKEN).get("wedge_instances_running", &[("app", "p3")])
+    };
+    let idle_for_long = "routes = [\"/p3\"]\n[limits]\ninstance_idle = \"10m\"\n";
+    let (status, body) = admin.deploy("p3", &example("p3_probe"), idle_for_long);
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(admin.get("/p3/count"), (200, "served 1\n".to_string()));
+    assert_eq!(running(), 1.0, "the first version's instance waits, idle");
+
+    // Replaced by a version with other admission limits (places of its own).
+    let limits = format!("{idle_for_long}max_concurrent = 3\n");
+    let (status, body) = admin.deploy("p3", &example("p3_probe"), &limits);
+    assert_eq!(status, 200, "{body}");
+    support::poll_until("the replaced version's idle instance gone", || {
+        (running() == 0.0).then_some(())
+    });
+    assert_eq!(admin.get("/p3/count"), (200, "served 1\n".to_string()));
+    assert_eq!(running(), 1.0);
+
+    let (status, _) = admin.request(Some(TOKEN), &["--request", "DELETE"], "/apps/p3");
+    assert_eq!(status, 204);
+    support::poll_until("the removed app's idle instance gone", || {
+        (running() == 0.0).then_some(())
+    });
+}
+
 /// A `wasm32-wasip1` module that embeds the wasi:http world deploys like a
 /// component: made one as the deploy loads it (see tests/e2e/core_modules.rs).
 #[test]

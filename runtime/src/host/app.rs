@@ -17,7 +17,7 @@ use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::admission::{Admission, Refused};
 use super::cache::ArtifactCache;
-use super::call::{Idle, Kept};
+use super::call::{Idle, Kept, Retired};
 use super::componentize::{self, Adapter, Binary};
 use super::executor::Executor;
 use super::fault::Fault;
@@ -70,8 +70,9 @@ pub(crate) struct Workers {
     /// WASI 0.3: one `ProxyHandler`, made on the first request. Its workers hold
     /// their app version (not the other way round: the handler knows the app only
     /// weakly), so an unloaded version's instances finish what they have and go
-    /// once idle.
+    /// once idle, at once when the version is retired.
     pub(crate) p3: OnceLock<ProxyHandler<AppInstances>>,
+    pub(crate) retired: Retired,
     /// WASI 0.2: the instances waiting for a request, dropped with the version
     /// (the ones still serving go once their request is done).
     pub(crate) p2_idle: Arc<Idle<Kept>>,
@@ -233,6 +234,12 @@ impl App {
             workers: Default::default(),
             baseline: None,
         }
+    }
+
+    /// This version gets no new requests from now on (another replaced it, or its
+    /// app was removed): its idle reused instances go at once.
+    pub(crate) fn retire(&self) {
+        self.workers.retired.raise();
     }
 
     /// Lets the app's guest send outbound requests as `policy` allows

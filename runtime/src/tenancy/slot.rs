@@ -42,10 +42,13 @@ impl AppSlot {
         crate::sync::read(&self.current).clone()
     }
 
-    /// Serves `serving` from the next request on; returns what was served before.
+    /// Serves `serving` from the next request on; returns what was served before,
+    /// retired.
     pub fn replace(&self, serving: Serving) -> Serving {
         let mut current = crate::sync::write(&self.current);
-        std::mem::replace(&mut *current, serving)
+        let before = std::mem::replace(&mut *current, serving);
+        before.retire();
+        before
     }
 
     /// Marks the slot as no longer reached by new requests (its tenant replaced or
@@ -53,8 +56,9 @@ impl AppSlot {
     /// from now on and [`AppSlot::replace_if`] refuses, so a background compile
     /// started for its app is neither run nor swapped in.
     pub(crate) fn retire(&self) {
-        let _current = crate::sync::write(&self.current);
+        let current = crate::sync::write(&self.current);
         self.retired.store(true, Ordering::Relaxed);
+        current.retire();
     }
 
     /// Whether `app` is what requests arriving now get (false once retired).
@@ -69,7 +73,7 @@ impl AppSlot {
         let mut current = crate::sync::write(&self.current);
         let served = !self.retired.load(Ordering::Relaxed) && is_app(&current, app);
         if served {
-            *current = serving;
+            std::mem::replace(&mut *current, serving).retire();
         }
         served
     }
@@ -85,6 +89,13 @@ fn is_app(serving: &Serving, app: &Arc<App>) -> bool {
 }
 
 impl Serving {
+    /// What it serves gets no new requests from now on.
+    fn retire(&self) {
+        if let Serving::App(app) = self {
+            app.retire();
+        }
+    }
+
     /// Answers one request with this version.
     /// `scheme`: what a guest is told the request came with.
     pub async fn handle(

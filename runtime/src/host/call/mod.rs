@@ -7,7 +7,7 @@ pub(crate) mod fresh;
 mod reused;
 mod wagi;
 
-pub(crate) use reused::{Idle, Kept};
+pub(crate) use reused::{Idle, Kept, Retired};
 
 use std::sync::Arc;
 

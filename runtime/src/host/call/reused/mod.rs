@@ -34,3 +34,4 @@ mod policy;
 pub(super) use entry::serve;
 pub(crate) use idle::Idle;
 pub(crate) use p2::Kept;
+pub(crate) use policy::Retired;

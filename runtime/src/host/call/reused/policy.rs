@@ -5,12 +5,12 @@
 //! `WorkerExpiration` hooks.
 
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, ready};
 
 use tokio::sync::futures::OwnedNotified;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 use wasmtime::component::GuestTaskId;
 use wasmtime::{Store, StoreContextMut};
@@ -118,6 +118,8 @@ impl HandlerState for AppInstances {
                 shared: shared.clone(),
                 place_wanted: Box::pin(admission.place_wanted_signal()),
                 admission,
+                retired: app.workers.retired.clone(),
+                retired_signal: Box::pin(app.workers.retired.signal()),
             },
             state: InstanceState {
                 concurrency: reuse.concurrency as usize,
@@ -236,25 +238,81 @@ pub(crate) struct Expiry {
     /// waiting for one.
     admission: Arc<Admission>,
     place_wanted: Pin<Box<OwnedNotified>>,
+    /// Its app version's: an idle instance of a version that gets no more requests
+    /// goes at once.
+    retired: Retired,
+    retired_signal: Pin<Box<OwnedNotified>>,
 }
 
 impl Expiry {
     /// Whether a request of the app waits for a place among its instances; if none
     /// does, `cx` is woken when one starts to.
     fn place_wanted(&mut self, cx: &mut Context<'_>) -> bool {
-        loop {
-            self.place_wanted.as_mut().enable();
-            if self.admission.place_wanted() {
-                return true;
-            }
-            match self.place_wanted.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    let signal = self.admission.place_wanted_signal();
-                    self.place_wanted.set(signal);
-                }
-                Poll::Pending => return false,
-            }
+        let admission = &self.admission;
+        holds_or_wake(
+            &mut self.place_wanted,
+            || admission.place_wanted_signal(),
+            || admission.place_wanted(),
+            cx,
+        )
+    }
+
+    /// Whether the instance's app version was retired; if not, `cx` is woken when
+    /// it is.
+    fn retired(&mut self, cx: &mut Context<'_>) -> bool {
+        let retired = &self.retired;
+        holds_or_wake(
+            &mut self.retired_signal,
+            || retired.signal(),
+            || retired.is_raised(),
+            cx,
+        )
+    }
+}
+
+/// Whether `holds()`; if not, `cx` is woken when `signal` fires (renewed by `renew`
+/// each time it has). The signal is enabled before `holds` is asked, so that no
+/// change between the two goes unseen.
+fn holds_or_wake(
+    signal: &mut Pin<Box<OwnedNotified>>,
+    renew: impl Fn() -> OwnedNotified,
+    holds: impl Fn() -> bool,
+    cx: &mut Context<'_>,
+) -> bool {
+    loop {
+        signal.as_mut().enable();
+        if holds() {
+            return true;
         }
+        match signal.as_mut().poll(cx) {
+            Poll::Ready(()) => signal.set(renew()),
+            Poll::Pending => return false,
+        }
+    }
+}
+
+/// Raised once an app version gets no new requests (replaced by another, or its
+/// app removed): its idle instances hold places among the app's and slots of the
+/// host's pool that no request of it will use, so they go at once rather than
+/// after `instance_idle` (10 minutes, say).
+#[derive(Clone, Default)]
+pub(crate) struct Retired {
+    raised: Arc<AtomicBool>,
+    notify: Arc<Notify>,
+}
+
+impl Retired {
+    pub(crate) fn raise(&self) {
+        self.raised.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    fn is_raised(&self) -> bool {
+        self.raised.load(Ordering::Acquire)
+    }
+
+    fn signal(&self) -> OwnedNotified {
+        self.notify.clone().notified_owned()
     }
 }
 
@@ -279,8 +337,9 @@ impl WorkerExpiration for Expiry {
             this.shared.overdue.store(true, Ordering::Release);
             return Poll::Ready(());
         }
-        // Idle, it gives its place up to a request waiting for one: a clean end.
-        if status == WorkerStatus::Idle && this.place_wanted(cx) {
+        // Idle, it goes once its version is retired, and gives its place up to a
+        // request waiting for one: a clean end.
+        if status == WorkerStatus::Idle && (this.retired(cx) || this.place_wanted(cx)) {
             return Poll::Ready(());
         }
         let limit = match status {
