@@ -10,6 +10,7 @@ pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod host;
+pub(crate) mod log_text;
 pub mod metrics;
 pub mod net;
 pub mod oci;

@@ -259,6 +259,36 @@ fn one_huge_p3_stdout_write_is_logged_in_lines_of_at_most_4_kib() {
     assert!(lines.iter().all(|&len| len <= 4096), "{lines:?}");
 }
 
+/// Hostile-tenant review (stop 40): a response body that fails carries the guest's
+/// error, and the HTTP/2 and HTTP/3 engines logged it whole at debug level (README's
+/// filter for diagnosing closed connections): a guest's 15 MB text in one line, its
+/// control characters raw (a newline in it made a line of its own, forged). Now cut
+/// at 1 KiB and escaped, as every line of wedge's showing a guest's text is.
+#[test]
+fn a_failed_bodys_error_text_is_cut_and_escaped_in_the_engines_debug_log() {
+    let dir = temp_dir("body-error");
+    let config = dir.join("wedge.toml");
+    let app = format!(
+        "listen = \"127.0.0.1:0\"\n\n[[app]]\nname = \"p3\"\ncomponent = \"{}\"\nroutes = [\"/\"]\n",
+        example("p3_probe").display()
+    );
+    std::fs::write(&config, app).unwrap();
+    let server = Server::start_config_logging(&config, &[], "info,wedge::net=debug");
+    // The stream is reset once the body fails: curl's own status says nothing here.
+    let _ = curl(&[
+        "--http2-prior-knowledge",
+        &format!("{}/body-error?kib=2048", server.url),
+    ]);
+    let log = server.wait_for_log("response body failed");
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    // 1 KiB of text, each control character escaped in 5 octets.
+    assert!(longest <= 8192, "a log line of {longest} octets");
+    assert!(
+        !log.contains('\u{1}'),
+        "the guest's control characters reached the log"
+    );
+}
+
 /// A WASI 0.3 handler may return while a task it spawned runs on, and its instance
 /// lives on without an admission slot. Those instances were bounded only by the host's
 /// pool: an app with `max_concurrent = 2` held all three places of `--max-instances 3`

@@ -28,6 +28,8 @@
 //! - `…/print?kib=N`: writes N KiB of `p` and a newline to `wasi:cli/stdout@0.3.0`
 //!   in one stream write of one buffer (one line, however long), then answers
 //!   `200 printed N KiB\n` once stdout took it all.
+//! - `…/body-error?kib=N`: a `200` whose body (`body\n`) ends in an error instead
+//!   of trailers: `internal-error` with N KiB of U+0001 as its message.
 //! - anything else: `200` with this list.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,7 +40,7 @@ use wasip3::wit_bindgen::{FutureReader, StreamResult};
 use wasip3::{wit_future, wit_stream};
 
 const USAGE: &str = "p3-probe: try /stream, /barrier?n=N, /sleep?ms=N, /spin?ms=N, /drip?ms=N, /trap, \
-     /trap-mid-body, /count, /trailers, /print?kib=N, /linger?ms=N\n";
+     /trap-mid-body, /count, /trailers, /print?kib=N, /linger?ms=N, /body-error?kib=N\n";
 const MILLISECOND: u64 = 1_000_000;
 
 /// Requests this instance has seen, and those that reached `/barrier`.
@@ -119,6 +121,22 @@ impl wasip3::exports::http::handler::Guest for Probe {
                 });
                 Ok(response)
             }
+            "body-error" => match number("kib") {
+                Some(kib) => {
+                    let (mut body_tx, body_rx) = wit_stream::new();
+                    let (trailers_tx, trailers_rx) = wit_future::new(|| Ok(None));
+                    let (response, _sent) =
+                        Response::new(Fields::new(), Some(body_rx), trailers_rx);
+                    wasip3::spawn(async move {
+                        body_tx.write_all(b"body\n".to_vec()).await;
+                        drop(body_tx);
+                        let text = "\u{1}".repeat(kib as usize * 1024);
+                        let _ = trailers_tx.write(Err(ErrorCode::InternalError(Some(text)))).await;
+                    });
+                    Ok(response)
+                }
+                None => Ok(text(400, "usage: /body-error?kib=N\n")),
+            },
             "count" => Ok(text(200, &format!("served {seen}\n"))),
             "linger" => match number("ms") {
                 Some(ms) => {

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use super::bounded_text::bounded;
 use super::limits::Size;
 use super::store::GuestState;
+use crate::log_text::bounded;
 use crate::metrics::FaultKind;
 
 /// Output that is not a CGI response: the program's fault, answered `502`.

@@ -5,8 +5,7 @@
 //! call. They have a budget of their own, of the same size, so that what a guest
 //! prints can never crowd out the line telling why it was stopped.
 
-use std::borrow::Cow;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -17,9 +16,9 @@ use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
-use super::bounded_text::bounded;
 use super::limits::Size;
 use super::limits::guest_output::OutputBudget;
+use crate::log_text::{printable, shown};
 use crate::metrics::AppMetrics;
 
 /// Longest line kept before it is logged anyway, so a guest that never writes
@@ -131,7 +130,7 @@ impl GuestOutput {
     fn admit_text(&self, message: fmt::Arguments<'_>) -> Option<String> {
         // What a guest chose (a name, an error's text) may be in it: cut as a guest's
         // line is, and escaped.
-        let text = printable(&bounded(message, MAX_LINE)).into_owned();
+        let text = shown(message, MAX_LINE);
         self.admit(
             &self.notices,
             "wedge's lines about it",
@@ -140,33 +139,6 @@ impl GuestOutput {
         )
         .then_some(text)
     }
-}
-
-/// Guest text as it may appear in the log: control characters (all but tab), line and
-/// paragraph separators and bidirectional controls written as `\u{…}`, so a guest can
-/// neither forge a line of wedge's nor make a terminal show something else.
-fn printable(text: &str) -> Cow<'_, str> {
-    let hidden = |c: char| {
-        (c.is_control() && c != '\t')
-            || matches!(
-                c,
-                '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}'
-            )
-            || ('\u{202a}'..='\u{202e}').contains(&c)
-            || ('\u{2066}'..='\u{2069}').contains(&c)
-    };
-    if !text.contains(hidden) {
-        return Cow::Borrowed(text);
-    }
-    let mut shown = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if hidden(c) {
-            let _ = write!(shown, "\\u{{{:x}}}", c as u32);
-        } else {
-            shown.push(c);
-        }
-    }
-    Cow::Owned(shown)
 }
 
 /// A `StdoutStream` for one app and one channel.
@@ -379,15 +351,5 @@ mod tests {
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let taken = Pin::new(&mut writer).poll_write(&mut cx, &huge);
         assert!(matches!(taken, Poll::Ready(Ok(MAX_LINE))), "{taken:?}");
-    }
-
-    #[test]
-    fn controls_separators_and_bidi_overrides_are_shown_escaped() {
-        assert!(matches!(printable("plain\ttext é"), Cow::Borrowed(_)));
-        let forged = "ok\rINFO wedge: token accepted\u{1b}[2K\u{0}\u{85}\u{2028}\u{202e}x";
-        assert_eq!(
-            printable(forged),
-            "ok\\u{d}INFO wedge: token accepted\\u{1b}[2K\\u{0}\\u{85}\\u{2028}\\u{202e}x"
-        );
     }
 }

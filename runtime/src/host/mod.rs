@@ -4,7 +4,6 @@
 pub mod admission;
 pub mod ansi;
 mod app;
-mod bounded_text;
 mod build_failure;
 mod cache;
 pub mod call;

@@ -3,7 +3,7 @@
 //! `wedge dev` turns it on; `wedge serve --access-log` too. The line is styled (the
 //! status coloured by class) where the log is a terminal: [`LogFields`] writes it.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::time::Duration;
 
 use http::{Method, Version};
@@ -11,6 +11,8 @@ use tracing::field::{Field, Visit};
 use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::fmt::format::{DefaultFields, Writer};
+
+use crate::log_text::{REQUEST_TARGET, printable, shown};
 
 /// Whether requests are logged.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -66,9 +68,12 @@ fn line(entry: &Entry<'_>, styled: bool) -> String {
     };
     let app = entry
         .app
-        .map(|app| format!("[{}] ", Printable(app)))
+        .map(|app| format!("[{}] ", printable(app)))
         .unwrap_or_default();
-    let (method, path, bytes) = (entry.method, Printable(entry.path), entry.bytes);
+    // The request target is the client's: cut and escaped as a guest's text is (the
+    // styled line reaches the terminal as it is).
+    let path = shown(format_args!("{}", entry.path), REQUEST_TARGET);
+    let (method, bytes) = (entry.method, entry.bytes);
     if !styled {
         return format!(
             "{app}{method} {path} {status} {bytes} B {millis:.1} ms {protocol}{ending}"
@@ -83,22 +88,6 @@ fn line(entry: &Entry<'_>, styled: bool) -> String {
     format!(
         "{app}\x1b[1m{method} {path}\x1b[0m \x1b[{colour}m{status}\x1b[0m {bytes} B {millis:.1} ms \x1b[2m{protocol}\x1b[0m{ending}"
     )
-}
-
-/// Text from a request or the config, with control characters escaped: the styled
-/// line reaches the terminal unescaped.
-struct Printable<'a>(&'a str);
-
-impl fmt::Display for Printable<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for c in self.0.chars() {
-            match c.is_control() {
-                true => write!(f, "{}", c.escape_default())?,
-                false => f.write_char(c)?,
-            }
-        }
-        Ok(())
-    }
 }
 
 /// The log's field formatter: tracing's default, which escapes control characters in
@@ -218,6 +207,19 @@ mod tests {
         request.path = "/\x1b[2J";
         let styled = line(&request, true);
         assert!(styled.contains("GET /\\u{1b}[2J"), "{styled:?}");
+    }
+
+    /// Hostile-client review (stop 40): the target was escaped for control characters
+    /// only and never cut: a line separator or a bidi override reached the log, and a
+    /// 65,000-octet target made a 65 KB line.
+    #[test]
+    fn a_request_target_is_cut_and_its_separators_and_overrides_escaped() {
+        let target = format!("/x\u{2028}y\u{202e}z{}", "b".repeat(65_000));
+        let mut request = entry(200, Version::HTTP_11, Ending::Complete);
+        request.path = &target;
+        let plain = line(&request, false);
+        assert!(plain.contains("GET /x\\u{2028}y\\u{202e}z"), "{plain:?}");
+        assert!(plain.len() < REQUEST_TARGET + 100, "{} octets", plain.len());
     }
 
     /// The log as a subscriber writing to a buffer, with ANSI styles or without.
