@@ -358,6 +358,27 @@ fn a_guest_flooding_its_output_is_held_to_its_log_budget() {
     );
 }
 
+/// Hostile-tenant review (stop 40): fault lines shared their budget with the notices
+/// a guest causes once per host call: while a guest made outbound requests no
+/// allow-list names (one refusal line each), 3 of 4 "CPU time limit exceeded" lines
+/// and 1 of 4 "guest trapped" lines were dropped. Faults now have a budget of their own.
+#[test]
+fn a_guests_flood_of_notices_does_not_crowd_out_a_fault_line() {
+    let limits = "log_rate = \"1KiB\"\nlog_burst = \"16KiB\"\ncpu_time = \"5s\"\n";
+    let wedge = serve_with(limits, &[]);
+    thread::scope(|scope| {
+        // Refusals until its CPU time is up (504).
+        let flood = scope.spawn(|| get(&wedge, "/deny-flood?requests=100000000"));
+        wedge
+            .server()
+            .wait_for_log("wedge's lines about it dropped");
+        // While the notices' budget is spent, a fault of the same app.
+        assert_eq!(get(&wedge, "/informational").0, "500");
+        wedge.server().wait_for_log("status 101 is informational");
+        assert_eq!(flood.join().unwrap().0, "504");
+    });
+}
+
 /// Attack review (issue 16): what a guest makes wedge write is the app's log budget
 /// too, not only its stdout: wedge's refusal of each outbound request to a
 /// destination no allow-list names, and empty lines, each charged what wedge writes

@@ -347,7 +347,7 @@ impl App {
 
     /// Logs a fault with the app's name and counts it.
     pub(super) fn report(&self, fault: &Fault) {
-        self.output.warn(format_args!("{fault}"));
+        self.output.fault(format_args!("{fault}"));
         self.metrics.fault(fault.kind());
     }
 

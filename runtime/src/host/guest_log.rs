@@ -3,7 +3,8 @@
 //! lines wedge itself writes because of a guest's calls or its clients' requests (an
 //! outbound request denied, a fault) are the app's too: a guest can cause one per host
 //! call. They have a budget of their own, of the same size, so that what a guest
-//! prints can never crowd out the line telling why it was stopped.
+//! prints can never crowd out the line telling why it was stopped; and that line (a
+//! fault) has a third, so that the notices a guest causes cannot either.
 
 use std::fmt;
 use std::pin::Pin;
@@ -44,6 +45,10 @@ pub struct GuestOutput {
     budget: Arc<OutputBudget>,
     /// For wedge's lines about the app.
     notices: Arc<OutputBudget>,
+    /// For the lines saying why a request or an instance of the app failed: a guest
+    /// can make a notice once per host call (an outbound request refused), and such a
+    /// flood must not crowd out the line saying why the guest was stopped.
+    faults: Arc<OutputBudget>,
     metrics: Arc<AppMetrics>,
 }
 
@@ -52,6 +57,7 @@ impl GuestOutput {
         GuestOutput {
             app,
             notices: Arc::new(OutputBudget::new(budget.rate(), budget.burst())),
+            faults: Arc::new(OutputBudget::new(budget.rate(), budget.burst())),
             budget: Arc::new(budget),
             metrics,
         }
@@ -67,6 +73,7 @@ impl GuestOutput {
             app: self.app.clone(),
             budget: self.budget.clone(),
             notices: self.notices.clone(),
+            faults: self.faults.clone(),
             metrics,
         })
     }
@@ -115,29 +122,37 @@ impl GuestOutput {
     /// refusal), within the app's budget: `app `NAME`: message`. A guest or a client
     /// can cause one per call or request, so these are budgeted like guest output.
     pub fn warn(&self, message: fmt::Arguments<'_>) {
-        if let Some(text) = self.admit_text(message) {
+        if let Some(text) = self.admit_text(&self.notices, "wedge's lines about it", message) {
             tracing::warn!("app `{}`: {text}", self.app);
         }
     }
 
     /// [`GuestOutput::warn`] at level info.
     pub fn info(&self, message: fmt::Arguments<'_>) {
-        if let Some(text) = self.admit_text(message) {
+        if let Some(text) = self.admit_text(&self.notices, "wedge's lines about it", message) {
             tracing::info!("app `{}`: {text}", self.app);
         }
     }
 
-    fn admit_text(&self, message: fmt::Arguments<'_>) -> Option<String> {
+    /// Why a request or an instance of the app failed, as [`GuestOutput::warn`] but
+    /// within a budget of its own.
+    pub fn fault(&self, message: fmt::Arguments<'_>) {
+        if let Some(text) = self.admit_text(&self.faults, "wedge's fault lines about it", message) {
+            tracing::warn!("app `{}`: {text}", self.app);
+        }
+    }
+
+    fn admit_text(
+        &self,
+        budget: &OutputBudget,
+        what: &str,
+        message: fmt::Arguments<'_>,
+    ) -> Option<String> {
         // What a guest chose (a name, an error's text) may be in it: cut as a guest's
         // line is, and escaped.
         let text = shown(message, MAX_LINE);
-        self.admit(
-            &self.notices,
-            "wedge's lines about it",
-            text.len(),
-            text.len() as u64 + 1,
-        )
-        .then_some(text)
+        self.admit(budget, what, text.len(), text.len() as u64 + 1)
+            .then_some(text)
     }
 }
 

@@ -87,7 +87,7 @@ impl Kept {
     /// goes quietly (its request's fault says it all), as an overdue one does.
     fn fail(self, app: &App, fault: &Fault) {
         if !matches!(fault, Fault::WallTime { .. }) {
-            app.output.warn(format_args!(
+            app.output.fault(format_args!(
                 "instance dropped ({fault}); requests still on it fail"
             ));
         }

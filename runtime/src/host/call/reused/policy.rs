@@ -201,7 +201,7 @@ impl WorkerState for InstanceState {
             }
             Err(err) => {
                 let fault = Fault::from_call_error(err, store.data());
-                self.app.output.warn(format_args!(
+                self.app.output.fault(format_args!(
                     "instance dropped ({fault}); requests still on it fail"
                 ));
                 Some(fault)
