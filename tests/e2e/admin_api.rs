@@ -290,6 +290,52 @@ fn a_replaced_or_removed_versions_idle_instances_go_at_once() {
     });
 }
 
+/// Hostile-tenant review (stop 40): a version with other admission limits got slots
+/// and places of its own, so each redeploy that changed a limit let the app run and
+/// keep up to `max_concurrent` more instances while the old ones lingered: at
+/// `max_concurrent = 2`, 4 of a `--max-instances 6` pool, and another app got `503`
+/// until their wall time. The versions now share them, resized to the new limit.
+#[test]
+fn a_version_with_other_limits_shares_its_apps_instance_places() {
+    let admin = Admin::start(&temp_dir("data"), &[]);
+    let running = || {
+        support::admin::scrape(&admin.url, TOKEN).get("wedge_instances_running", &[("app", "p3")])
+    };
+    let limits = |queue_timeout: &str| {
+        format!(
+            "routes = [\"/p3\"]\n[limits]\nmax_concurrent = 1\nwall_time = \"30s\"\n\
+             queue_timeout = \"{queue_timeout}\"\n"
+        )
+    };
+    let (status, body) = admin.deploy("p3", &example("p3_probe"), &limits("5s"));
+    assert_eq!(status, 201, "{body}");
+    // Answered at once; its instance lives on (busy, not idle) for 5 s more.
+    let lingering = (200, "lingering 5000\n".to_string());
+    assert_eq!(admin.get("/p3/linger?ms=5000"), lingering);
+    let (status, body) = admin.deploy("p3", &example("p3_probe"), &limits("6s"));
+    assert_eq!(status, 200, "{body}");
+    // The new version's first request needs an instance: it waits for the app's one
+    // place, held by the old version's lingering instance.
+    let most = std::thread::scope(|scope| {
+        let counted = scope.spawn(|| admin.get("/p3/count"));
+        let mut most: f64 = 0.0;
+        for _ in 0..3000 {
+            most = most.max(running());
+            if counted.is_finished() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(counted.join().unwrap(), (200, "served 1\n".to_string()));
+        // Its instance now waits, idle, for a second (`instance_idle`).
+        most.max(running())
+    });
+    assert_eq!(
+        most, 1.0,
+        "the two versions held more instances than the app's one"
+    );
+}
+
 /// A `wasm32-wasip1` module that embeds the wasi:http world deploys like a
 /// component: made one as the deploy loads it (see tests/e2e/core_modules.rs).
 #[test]

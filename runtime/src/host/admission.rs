@@ -63,6 +63,26 @@ impl Admission {
         }
     }
 
+    /// The admission of the app's next version, with other `limits`: it shares
+    /// `previous`'s slots and instance places, resized to the new `max_concurrent`,
+    /// so that the versions together never run or keep alive more than that (the old
+    /// version's requests and instances hold theirs until they end); its queue is its
+    /// own. With separate ones, each reload that changed a limit let the app run and
+    /// keep up to `max_concurrent` more, and fill the host's pool.
+    pub fn succeed(previous: &Admission, limits: AdmissionLimits) -> Self {
+        let (from, to) = (previous.limits.max_concurrent, limits.max_concurrent);
+        resize(&previous.slots, from, to);
+        resize(&previous.instances, from, to);
+        Admission {
+            slots: previous.slots.clone(),
+            instances: previous.instances.clone(),
+            places_wanted: AtomicUsize::new(0),
+            place_wanted: Arc::new(Notify::new()),
+            waiting: AtomicUsize::new(0),
+            limits,
+        }
+    }
+
     pub fn limits(&self) -> &AdmissionLimits {
         &self.limits
     }
@@ -131,6 +151,27 @@ impl Admission {
     /// Requests waiting now.
     pub fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Acquire)
+    }
+}
+
+/// Makes `semaphore`, made with `from` permits, hold `to`. Permits held now cannot be
+/// taken back: those are forgotten as they are given back, first in line, so no new
+/// holder gets one before the count is down to `to`. Runs on a tokio runtime.
+fn resize(semaphore: &Arc<Semaphore>, from: usize, to: usize) {
+    if to >= from {
+        semaphore.add_permits(to - from);
+        return;
+    }
+    let excess = from - to;
+    let held = excess - semaphore.forget_permits(excess);
+    if held > 0 {
+        let semaphore = semaphore.clone();
+        let held = u32::try_from(held).unwrap_or(u32::MAX);
+        tokio::spawn(async move {
+            if let Ok(permits) = semaphore.acquire_many_owned(held).await {
+                permits.forget();
+            }
+        });
     }
 }
 
@@ -253,6 +294,41 @@ mod tests {
         // The queue's one place is free again: the next request waits, not refused.
         let mut again = std::pin::pin!(admission.enter());
         assert!(again.as_mut().poll(&mut cx).is_pending());
+    }
+
+    /// A version with other limits shares the slots: grown, the new count is free at
+    /// once; shrunk, a slot held by the old version is not given to anyone until the
+    /// count is down to the new limit.
+    #[tokio::test]
+    async fn a_successor_shares_the_slots_resized() {
+        let first = admission(2, 0);
+        let a = first.enter().await.unwrap();
+        let b = first.enter().await.unwrap();
+        let grown = Admission::succeed(&first, limits(3));
+        let c = grown.enter().await.unwrap();
+        assert_eq!(
+            grown.enter().await.err(),
+            Some(Refused::QueueFull),
+            "3 in all"
+        );
+        let shrunk = Admission::succeed(&grown, limits(1));
+        drop((a, b));
+        tokio::task::yield_now().await;
+        assert_eq!(
+            shrunk.enter().await.err(),
+            Some(Refused::QueueFull),
+            "c holds the one"
+        );
+        drop(c);
+        assert!(shrunk.enter().await.is_ok());
+    }
+
+    fn limits(max_concurrent: usize) -> AdmissionLimits {
+        AdmissionLimits {
+            max_concurrent,
+            queue: 0,
+            ..AdmissionLimits::default()
+        }
     }
 
     #[tokio::test(start_paused = true)]

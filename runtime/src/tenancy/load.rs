@@ -115,14 +115,18 @@ pub async fn load_site(
         let tenant = match unchanged {
             Some(source) => source.tenant.clone(),
             None => {
-                // A new version with the same admission limits shares the old one's
-                // slots: a swap must not let an app run twice its instances.
-                let admission = before
-                    .filter(|s| s.entry.admission == entry.admission)
-                    .and_then(|s| match s.tenant.slot().current() {
-                        Serving::App(app) => Some(app.admission.clone()),
-                        Serving::BuildFailed(_) => None,
-                    });
+                // A new version shares the old one's slots and places (resized if its
+                // limits differ): a swap must not let an app run twice its instances.
+                let admission = before.and_then(|s| match s.tenant.slot().current() {
+                    Serving::App(app) if s.entry.admission == entry.admission => {
+                        Some(app.admission.clone())
+                    }
+                    Serving::App(app) => Some(Arc::new(Admission::succeed(
+                        &app.admission,
+                        entry.admission.clone(),
+                    ))),
+                    Serving::BuildFailed(_) => None,
+                });
                 let mut app = load_app(engine, cache, entry, wasm, admission).await?;
                 if let Some(metrics) = metrics {
                     app = app.with_metrics(metrics.app(&entry.name));
