@@ -143,9 +143,12 @@ impl Admission {
         self.place_wanted.clone().notified_owned()
     }
 
-    /// Instances running now.
+    /// Instances running now (of all the app's versions: they share the slots).
     pub fn running(&self) -> usize {
-        self.limits.max_concurrent - self.slots.available_permits()
+        // An older version's limit may be below the slots free now.
+        self.limits
+            .max_concurrent
+            .saturating_sub(self.slots.available_permits())
     }
 
     /// Requests waiting now.
