@@ -71,6 +71,10 @@ struct Bounded {
 
 impl Write for Bounded {
     fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.cut {
+            // A formatter that went on after the cut: nothing more is taken.
+            return Err(fmt::Error);
+        }
         let room = self.max - self.text.len();
         if s.len() <= room {
             self.text.push_str(s);

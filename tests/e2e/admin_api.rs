@@ -309,11 +309,12 @@ fn a_version_with_other_limits_shares_its_apps_instance_places() {
     };
     let (status, body) = admin.deploy("p3", &example("p3_probe"), &limits("5s"));
     assert_eq!(status, 201, "{body}");
-    // Answered at once; its instance lives on (busy, not idle) for 5 s more.
-    let lingering = (200, "lingering 5000\n".to_string());
-    assert_eq!(admin.get("/p3/linger?ms=5000"), lingering);
+    // Answered at once; its instance lives on (busy, not idle) for 20 s more.
+    let lingering = (200, "lingering 20000\n".to_string());
+    assert_eq!(admin.get("/p3/linger?ms=20000"), lingering);
     let (status, body) = admin.deploy("p3", &example("p3_probe"), &limits("6s"));
     assert_eq!(status, 200, "{body}");
+    assert_eq!(running(), 1.0, "the first version's instance lingers still");
     // The new version's first request needs an instance: it waits for the app's one
     // place, held by the old version's lingering instance.
     let most = std::thread::scope(|scope| {

@@ -3,8 +3,8 @@
 //! rest are turned away at once. One app flooded with slow requests fills only its
 //! own slots and queue, so other apps' requests never wait behind it.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -39,6 +39,9 @@ pub struct Admission {
     place_wanted: Arc<Notify>,
     waiting: AtomicUsize,
     limits: AdmissionLimits,
+    /// How many slots and places there are: the `max_concurrent` of the version
+    /// that last [committed](Admission::commit), shared by the versions.
+    size: Arc<Mutex<usize>>,
 }
 
 /// A running instance's slot, given back when dropped.
@@ -59,28 +62,40 @@ impl Admission {
             places_wanted: AtomicUsize::new(0),
             place_wanted: Arc::new(Notify::new()),
             waiting: AtomicUsize::new(0),
+            size: Arc::new(Mutex::new(limits.max_concurrent)),
             limits,
         }
     }
 
     /// The admission of the app's next version, with other `limits`: it shares
-    /// `previous`'s slots and instance places, resized to the new `max_concurrent`,
-    /// so that the versions together never run or keep alive more than that (the old
-    /// version's requests and instances hold theirs until they end); its queue is its
-    /// own. With separate ones, each reload that changed a limit let the app run and
-    /// keep up to `max_concurrent` more, and fill the host's pool.
+    /// `previous`'s slots and instance places, to be resized to the new
+    /// `max_concurrent` once the version serves ([`Admission::commit`]), so that the
+    /// versions together never run or keep alive more than the larger of the two
+    /// limits, and the new one once the old version's requests and instances have
+    /// ended; its queue is its own. With separate ones, each reload that changed a
+    /// limit let the app run and keep up to `max_concurrent` more, and fill the
+    /// host's pool.
     pub fn succeed(previous: &Admission, limits: AdmissionLimits) -> Self {
-        let (from, to) = (previous.limits.max_concurrent, limits.max_concurrent);
-        resize(&previous.slots, from, to);
-        resize(&previous.instances, from, to);
         Admission {
             slots: previous.slots.clone(),
             instances: previous.instances.clone(),
             places_wanted: AtomicUsize::new(0),
             place_wanted: Arc::new(Notify::new()),
             waiting: AtomicUsize::new(0),
+            size: previous.size.clone(),
             limits,
         }
+    }
+
+    /// Makes the shared slots and places number this version's `max_concurrent`: done
+    /// once the version serves, so that a load that failed, or a version never
+    /// served, leaves them as they were. Runs on a tokio runtime.
+    pub fn commit(&self) {
+        let mut size = crate::sync::lock(&self.size);
+        let (from, to) = (*size, self.limits.max_concurrent);
+        resize(&self.slots, from, to);
+        resize(&self.instances, from, to);
+        *size = to;
     }
 
     pub fn limits(&self) -> &AdmissionLimits {
@@ -143,7 +158,8 @@ impl Admission {
         self.place_wanted.clone().notified_owned()
     }
 
-    /// Instances running now (of all the app's versions: they share the slots).
+    /// Instances running now (of all the app's versions: they share the slots; while
+    /// a smaller limit waits for slots the old version holds, at most the limit).
     pub fn running(&self) -> usize {
         // An older version's limit may be below the slots free now.
         self.limits
@@ -308,6 +324,7 @@ mod tests {
         let a = first.enter().await.unwrap();
         let b = first.enter().await.unwrap();
         let grown = Admission::succeed(&first, limits(3));
+        grown.commit();
         let c = grown.enter().await.unwrap();
         assert_eq!(
             grown.enter().await.err(),
@@ -315,6 +332,7 @@ mod tests {
             "3 in all"
         );
         let shrunk = Admission::succeed(&grown, limits(1));
+        shrunk.commit();
         drop((a, b));
         tokio::task::yield_now().await;
         assert_eq!(
@@ -324,6 +342,33 @@ mod tests {
         );
         drop(c);
         assert!(shrunk.enter().await.is_ok());
+    }
+
+    /// Review of f9a3360: a successor resized the slots when made, before its
+    /// version loaded: a reload that then failed left the old version on resized
+    /// slots, and the next resize counted from the old limit (from 100 to 10, failed,
+    /// then again: none left). Only a committed successor resizes, from the size the
+    /// slots have.
+    #[tokio::test]
+    async fn a_successor_never_committed_leaves_the_slots_as_they_were() {
+        let first = admission(2, 0);
+        let failed = Admission::succeed(&first, limits(50));
+        drop(failed);
+        let next = Admission::succeed(&first, limits(1));
+        next.commit();
+        let _held = next.enter().await.unwrap();
+        assert_eq!(
+            next.enter().await.err(),
+            Some(Refused::QueueFull),
+            "1 in all"
+        );
+        let again = Admission::succeed(&next, limits(1));
+        again.commit();
+        assert_eq!(
+            again.enter().await.err(),
+            Some(Refused::QueueFull),
+            "still 1"
+        );
     }
 
     fn limits(max_concurrent: usize) -> AdmissionLimits {

@@ -59,6 +59,16 @@ impl Loaded {
         }
     }
 
+    /// Sizes each served app's slots and places to its version's limits, once the
+    /// load is what requests reach (see [`Admission::commit`]).
+    pub fn commit_limits(&self) {
+        for source in self.sources.values() {
+            if let Serving::App(app) = source.tenant.slot().current() {
+                app.admission.commit();
+            }
+        }
+    }
+
     /// Instances of app `name` running and requests waiting for one.
     pub fn load_of(&self, name: &str) -> (usize, usize) {
         match self.sources.get(name).map(|s| s.tenant.slot().current()) {

@@ -204,6 +204,7 @@ impl Tenancy {
             load::load_site(&loader, &apps, Some(&state.loaded), reread).await?;
         self.site.replace(directory);
         state.loaded.retire_replaced(&loaded);
+        loaded.commit_limits();
         *state = State {
             configured,
             deployed,
