@@ -3,7 +3,7 @@
 //! queue and compiled component); the others are loaded anew.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use anyhow::{Context, Result, anyhow};
 use sha2::{Digest, Sha256};
@@ -20,6 +20,10 @@ use crate::oci::{Reference, Registry};
 /// What each tenant of a load was made from, to recognise unchanged apps next time.
 pub struct Loaded {
     sources: HashMap<String, Source>,
+    /// The admission of each app removed since, while its versions' requests or
+    /// instances still hold it: an app of the same name deployed again shares its
+    /// slots and places, so that a removal and a deploy cannot double them either.
+    removed: HashMap<String, Weak<Admission>>,
 }
 
 /// An app's entry and the digest of its component, with the tenant made from them.
@@ -107,7 +111,9 @@ pub async fn load_site(
     } = *loader;
     let mut sources = HashMap::new();
     let mut routed = Vec::new();
+    let mut removed = previous.map(|p| removed_since(p, apps)).unwrap_or_default();
     for entry in apps {
+        let gone = removed.remove(&entry.name).and_then(|old| old.upgrade());
         let before = previous.and_then(|p| p.sources.get(&entry.name));
         // An entry that did not change keeps its tenant; its file is read again only
         // on a config reload (a deploy of another app must not pick up, or trip over,
@@ -136,6 +142,10 @@ pub async fn load_site(
                         entry.admission.clone(),
                     ))),
                     Serving::BuildFailed(_) => None,
+                });
+                let admission = admission.or_else(|| {
+                    let old = gone?;
+                    Some(Arc::new(Admission::succeed(&old, entry.admission.clone())))
                 });
                 let mut app = load_app(engine, cache, entry, wasm, admission).await?;
                 if let Some(metrics) = metrics {
@@ -166,7 +176,27 @@ pub async fn load_site(
         let lines: Vec<String> = duplicates.iter().map(ToString::to_string).collect();
         anyhow::anyhow!("{}", lines.join("; "))
     })?;
-    Ok((directory, Loaded { sources }))
+    Ok((directory, Loaded { sources, removed }))
+}
+
+/// The admissions of the apps `previous` had that `apps` has not, and of those removed
+/// before, while anything still holds them.
+fn removed_since(previous: &Loaded, apps: &[AppConfig]) -> HashMap<String, Weak<Admission>> {
+    let mut removed: HashMap<_, _> = previous
+        .removed
+        .iter()
+        .filter(|(_, admission)| admission.strong_count() > 0)
+        .map(|(name, admission)| (name.clone(), admission.clone()))
+        .collect();
+    for (name, source) in &previous.sources {
+        if apps.iter().any(|app| app.name == *name) {
+            continue;
+        }
+        if let Serving::App(app) = source.tenant.slot().current() {
+            removed.insert(name.clone(), Arc::downgrade(&app.admission));
+        }
+    }
+    removed
 }
 
 /// The bytes of `entry`'s component: its file, or what its OCI reference resolves
