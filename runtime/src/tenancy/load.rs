@@ -131,21 +131,18 @@ pub async fn load_site(
         let tenant = match unchanged {
             Some(source) => source.tenant.clone(),
             None => {
-                // A new version shares the old one's slots and places (resized if its
-                // limits differ): a swap must not let an app run twice its instances.
-                let admission = before.and_then(|s| match s.tenant.slot().current() {
-                    Serving::App(app) if s.entry.admission == entry.admission => {
-                        Some(app.admission.clone())
-                    }
-                    Serving::App(app) => Some(Arc::new(Admission::succeed(
-                        &app.admission,
-                        entry.admission.clone(),
-                    ))),
-                    Serving::BuildFailed(_) => None,
-                });
-                let admission = admission.or_else(|| {
-                    let old = gone?;
-                    Some(Arc::new(Admission::succeed(&old, entry.admission.clone())))
+                // A new version shares the slots and places of the one it replaces, or
+                // of a removed app of its name (resized if its limits differ): a swap
+                // must not let an app run twice its instances.
+                let previous = before
+                    .and_then(|s| match s.tenant.slot().current() {
+                        Serving::App(app) => Some(app.admission.clone()),
+                        Serving::BuildFailed(_) => None,
+                    })
+                    .or(gone);
+                let admission = previous.map(|old| match *old.limits() == entry.admission {
+                    true => old,
+                    false => Arc::new(Admission::succeed(&old, entry.admission.clone())),
                 });
                 let mut app = load_app(engine, cache, entry, wasm, admission).await?;
                 if let Some(metrics) = metrics {
