@@ -40,12 +40,85 @@ impl Proto {
         matches!(self, Proto::H2 | Proto::H3)
     }
 
-    /// The tool that drives this protocol.
+    /// The tool that drives this protocol at its standard load.
     pub fn tool(self) -> &'static str {
+        Load::standard(self).tool().name()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tool {
+    Wrk,
+    H2load,
+    Oha,
+}
+
+impl Tool {
+    pub fn name(self) -> &'static str {
         match self {
-            Proto::H1 => "wrk",
-            Proto::H2c | Proto::H2 => "h2load",
-            Proto::H3 => "oha",
+            Tool::Wrk => "wrk",
+            Tool::H2load => "h2load",
+            Tool::Oha => "oha",
+        }
+    }
+}
+
+/// Who drives a run, and how many requests it keeps in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Client {
+    /// The protocol's own tool at BENCHMARKING.md's load: `wrk -c 32` (32 requests in
+    /// flight), `h2load -c 32 -m 16` and `oha -c 32 -p 16` (512).
+    Standard,
+    /// 32 requests in flight from one tool, whatever the protocol: 32 connections
+    /// of one request for HTTP/1.1, 2 of 16 streams for HTTP/2 and HTTP/3. Two
+    /// protocols compared this way differ in the protocol alone, not in the load
+    /// generator (its headers, how often it sleeps and is woken) or the concurrency.
+    ThirtyTwoInFlight(Tool),
+}
+
+/// A row's load: its protocol and its client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Load {
+    pub proto: Proto,
+    pub client: Client,
+}
+
+impl Load {
+    pub fn standard(proto: Proto) -> Load {
+        Load {
+            proto,
+            client: Client::Standard,
+        }
+    }
+
+    pub fn tool(self) -> Tool {
+        match (self.client, self.proto) {
+            (Client::ThirtyTwoInFlight(tool), _) => tool,
+            (Client::Standard, Proto::H1) => Tool::Wrk,
+            (Client::Standard, Proto::H2c | Proto::H2) => Tool::H2load,
+            (Client::Standard, Proto::H3) => Tool::Oha,
+        }
+    }
+
+    /// Connections, and requests in flight on each.
+    fn shape(self) -> (&'static str, &'static str) {
+        match (self.client, self.proto) {
+            (Client::Standard, Proto::H1) | (Client::ThirtyTwoInFlight(_), Proto::H1) => {
+                (CONNECTIONS, "1")
+            }
+            (Client::Standard, _) => (CONNECTIONS, STREAMS),
+            (Client::ThirtyTwoInFlight(_), _) => ("2", STREAMS),
+        }
+    }
+
+    /// How the report names it: the protocol, and the client when it is not the
+    /// protocol's standard one.
+    pub fn name(self) -> String {
+        match self.client {
+            Client::Standard => self.proto.name().to_string(),
+            Client::ThirtyTwoInFlight(tool) => {
+                format!("{}, 32 in flight by {}", self.proto.name(), tool.name())
+            }
         }
     }
 }
@@ -148,25 +221,20 @@ impl Scratch {
 }
 
 /// The load generator's command line (without the pinning and time bound).
-pub fn command(
-    proto: Proto,
-    work: Work,
-    port: u16,
-    seconds: u64,
-    scratch: &Scratch,
-) -> Vec<String> {
-    let scheme = if proto.tls() { "https" } else { "http" };
+pub fn command(load: Load, work: Work, port: u16, seconds: u64, scratch: &Scratch) -> Vec<String> {
+    let scheme = if load.proto.tls() { "https" } else { "http" };
     let url = format!("{scheme}://127.0.0.1:{port}{}", work.path());
+    let (connections, streams) = load.shape();
     let mut argv: Vec<String> = Vec::new();
     let mut push = |args: &[&str]| argv.extend(args.iter().map(|a| a.to_string()));
-    match proto {
-        Proto::H1 => {
+    match load.tool() {
+        Tool::Wrk => {
             push(&[
                 "wrk",
                 "-t",
                 "1",
                 "-c",
-                CONNECTIONS,
+                connections,
                 "-d",
                 &format!("{seconds}s"),
             ]);
@@ -178,9 +246,16 @@ pub fn command(
                 push(&["-s", &scratch.path("post.lua")]);
             }
         }
-        Proto::H2c | Proto::H2 => {
-            push(&["h2load", "-c", CONNECTIONS, "-m", STREAMS, "-t", "1"]);
+        Tool::H2load => {
+            push(&["h2load", "-c", connections]);
+            if load.proto == Proto::H1 {
+                push(&["--h1"]);
+            } else {
+                push(&["-m", streams]);
+            }
             push(&[
+                "-t",
+                "1",
                 "-D",
                 &seconds.to_string(),
                 "--log-file",
@@ -193,24 +268,24 @@ pub fn command(
                 push(&["-d", &scratch.path("empty")]);
             }
         }
-        Proto::H3 => {
+        Tool::Oha => {
+            let version = match load.proto {
+                Proto::H1 => "1.1",
+                Proto::H2c | Proto::H2 => "2",
+                Proto::H3 => "3",
+            };
             push(&[
                 &scratch.oha.display().to_string(),
                 "--no-tui",
                 "--output-format",
                 "json",
                 "--http-version",
-                "3",
+                version,
             ]);
-            push(&[
-                "--insecure",
-                "--worker-threads",
-                "1",
-                "-c",
-                CONNECTIONS,
-                "-p",
-                STREAMS,
-            ]);
+            push(&["--insecure", "--worker-threads", "1", "-c", connections]);
+            if load.proto != Proto::H1 {
+                push(&["-p", streams]);
+            }
             push(&["-z", &format!("{seconds}s")]);
             if work == Work::Echo {
                 push(&["-m", "POST", "-D", &scratch.path("body64k")]);
@@ -225,7 +300,7 @@ pub fn command(
 }
 
 /// Runs `argv` pinned to CPU 0, killed if it overruns its duration by a minute.
-pub fn run(proto: Proto, argv: &[String], seconds: u64, scratch: &Scratch) -> Result<Outcome> {
+pub fn run(load: Load, argv: &[String], seconds: u64, scratch: &Scratch) -> Result<Outcome> {
     let out = Command::new("timeout")
         .args(["-k", "5", &(seconds + 60).to_string(), "taskset", "-c", "0"])
         .args(argv)
@@ -241,10 +316,10 @@ pub fn run(proto: Proto, argv: &[String], seconds: u64, scratch: &Scratch) -> Re
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    match proto {
-        Proto::H1 => parse_wrk(&text),
-        Proto::H2c | Proto::H2 => parse_h2load(&text, Path::new(&scratch.path("h2load.log"))),
-        Proto::H3 => parse_oha(&text),
+    match load.tool() {
+        Tool::Wrk => parse_wrk(&text),
+        Tool::H2load => parse_h2load(&text, Path::new(&scratch.path("h2load.log"))),
+        Tool::Oha => parse_oha(&text),
     }
 }
 

@@ -37,7 +37,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use load::{Proto, Scratch, Work};
+use load::{Client, Load, Proto, Scratch, Tool, Work};
 use servers::{Kind, Running, ServerSpec};
 
 #[global_allocator]
@@ -110,9 +110,24 @@ pub struct Row {
     pub label: &'static str,
     pub server: &'static str,
     pub proto: Proto,
+    pub client: Client,
     pub work: Work,
     /// The row whose CPU per request this one is divided by, round by round.
     pub vs: Option<&'static str>,
+}
+
+impl Row {
+    pub fn load(&self) -> Load {
+        Load {
+            proto: self.proto,
+            client: self.client,
+        }
+    }
+
+    /// The same row driven by `client` rather than the protocol's standard load.
+    fn driven_by(self, client: Client) -> Row {
+        Row { client, ..self }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -232,6 +247,7 @@ fn rows() -> Vec<Row> {
         label,
         server,
         proto,
+        client: Client::Standard,
         work,
         vs,
     };
@@ -288,6 +304,26 @@ fn rows() -> Vec<Row> {
             Hello,
             Some("wasm.wedge.h2"),
         ),
+        row(
+            WasmHello,
+            "wasm.wedge.h1.even",
+            "wedge, one client (vs wrk's h1)",
+            "wedge-hello",
+            H1,
+            Hello,
+            Some("wasm.wedge.h1"),
+        )
+        .driven_by(Client::ThirtyTwoInFlight(Tool::Oha)),
+        row(
+            WasmHello,
+            "wasm.wedge.h3.even",
+            "wedge, one client (vs the same client's h1)",
+            "wedge-hello",
+            H3,
+            Hello,
+            Some("wasm.wedge.h1.even"),
+        )
+        .driven_by(Client::ThirtyTwoInFlight(Tool::Oha)),
         row(
             WasmHello,
             "wasm.wedge.h1.workers2",
@@ -425,6 +461,28 @@ fn rows() -> Vec<Row> {
             Hello,
             wt_p3,
         ),
+        // The protocols compared at one load from one client (issue 20's "h2c ≤ its
+        // h1"): the rows above differ in concurrency (512 against 32) and tool too.
+        row(
+            WasmP3,
+            "p3.wedge.h1.even",
+            "wedge, one client (vs wrk's h1)",
+            "wedge-hello-p3",
+            H1,
+            Hello,
+            Some("p3.wedge.h1"),
+        )
+        .driven_by(Client::ThirtyTwoInFlight(Tool::H2load)),
+        row(
+            WasmP3,
+            "p3.wedge.h2c.even",
+            "wedge, one client (vs the same client's h1)",
+            "wedge-hello-p3",
+            H2c,
+            Hello,
+            Some("p3.wedge.h1.even"),
+        )
+        .driven_by(Client::ThirtyTwoInFlight(Tool::H2load)),
         row(
             WasmStreams,
             "wstream.wasmtime",
@@ -681,7 +739,7 @@ fn run() -> Result<()> {
     } else {
         PathBuf::from("wasmtime")
     };
-    let oha = if rows.iter().any(|r| r.proto == Proto::H3) {
+    let oha = if rows.iter().any(|r| r.load().tool() == Tool::Oha) {
         let args = ["oha", "--version", "1.16.0", "--features", "http3"];
         install(&settings, "oha", &args, "1.16.0")?
     } else {
@@ -790,7 +848,7 @@ fn start_and_measure(
         .zip(&server_of)
         .map(|(row, &s)| {
             let port = running[s].port(row.proto);
-            let argv = load::command(row.proto, row.work, port, settings.seconds, scratch);
+            let argv = load::command(row.load(), row.work, port, settings.seconds, scratch);
             Measured {
                 server_command: running[s].command.clone(),
                 load_command: scratch.display(&argv, port),
@@ -802,14 +860,14 @@ fn start_and_measure(
         .collect();
     for (m, &s) in measured.iter().zip(&server_of) {
         let argv = load::command(
-            m.row.proto,
+            m.row.load(),
             m.row.work,
             running[s].port(m.row.proto),
             settings.warmup,
             scratch,
         );
-        eprintln!("suite: warming up {} ({})", m.row.key, m.row.proto.name());
-        load::run(m.row.proto, &argv, settings.warmup, scratch)
+        eprintln!("suite: warming up {} ({})", m.row.key, m.row.load().name());
+        load::run(m.row.load(), &argv, settings.warmup, scratch)
             .with_context(|| format!("warming up {}", m.row.key))?;
     }
     let n = measured.len();
@@ -852,7 +910,7 @@ fn measure(
     scratch: &Scratch,
 ) -> Result<Option<Sample>> {
     let argv = load::command(
-        row.proto,
+        row.load(),
         row.work,
         server.port(row.proto),
         settings.seconds,
@@ -861,7 +919,7 @@ fn measure(
     let alloc_before = server.allocations()?;
     let cpu1_before = cpu1_ticks()?;
     let before = server.cpu_ticks()?;
-    let outcome = load::run(row.proto, &argv, settings.seconds, scratch)?;
+    let outcome = load::run(row.load(), &argv, settings.seconds, scratch)?;
     let after = server.cpu_ticks()?;
     let cpu1_after = cpu1_ticks()?;
     let alloc_after = server.allocations()?;
@@ -871,16 +929,77 @@ fn measure(
     let requests = outcome.succeeded as f64;
     let server_ticks = after.saturating_sub(before);
     let (busy, total) = (cpu1_after.0 - cpu1_before.0, cpu1_after.1 - cpu1_before.1);
+    let alloc = match alloc_before.zip(alloc_after) {
+        Some((b, a)) => {
+            let long = Allocated::between(b, a, outcome.succeeded);
+            per_request_once_connected(server, row, scratch, long)?
+        }
+        None => None,
+    };
     Ok(Some(Sample {
         cpu_us: server_ticks as f64 * 1e6 / clock_ticks_per_second() / requests,
         req_per_s: outcome.req_per_s,
         p50_ms: outcome.p50_ms,
         p99_ms: outcome.p99_ms,
-        alloc: alloc_before
-            .zip(alloc_after)
-            .map(|(b, a)| ((a.0 - b.0) as f64 / requests, (a.1 - b.1) as f64 / requests)),
+        alloc,
         others_cpu1: busy.saturating_sub(server_ticks) as f64 / total.max(1) as f64,
     }))
+}
+
+/// What a native server allocated over one load run.
+#[derive(Clone, Copy)]
+struct Allocated {
+    octets: u64,
+    calls: u64,
+    requests: u64,
+}
+
+impl Allocated {
+    fn between(before: (u64, u64), after: (u64, u64), requests: u64) -> Allocated {
+        Allocated {
+            octets: after.0 - before.0,
+            calls: after.1 - before.1,
+            requests,
+        }
+    }
+}
+
+/// Octets and calls a request allocates once its connection is set up.
+///
+/// Every run opens its connections afresh, and what a connection allocates once
+/// (buffers grown to its streams' needs, its stream table, HPACK tables) would be
+/// spread over however many requests the run answered. So a second, shorter run
+/// with the same connections is taken away: the difference is per request alone.
+fn per_request_once_connected(
+    server: &mut Running,
+    row: &Row,
+    scratch: &Scratch,
+    long: Allocated,
+) -> Result<Option<(f64, f64)>> {
+    const SHORT_SECONDS: u64 = 1;
+    let argv = load::command(
+        row.load(),
+        row.work,
+        server.port(row.proto),
+        SHORT_SECONDS,
+        scratch,
+    );
+    let before = server.allocations()?;
+    let outcome = load::run(row.load(), &argv, SHORT_SECONDS, scratch)?;
+    let after = server.allocations()?;
+    let Some((before, after)) = before.zip(after) else {
+        return Ok(None);
+    };
+    let short = Allocated::between(before, after, outcome.succeeded);
+    if long.requests <= short.requests {
+        return Ok(None);
+    }
+    let requests = (long.requests - short.requests) as f64;
+    let less = |l: u64, s: u64| l.saturating_sub(s) as f64 / requests;
+    Ok(Some((
+        less(long.octets, short.octets),
+        less(long.calls, short.calls),
+    )))
 }
 
 /// CPU 1's (busy, total) ticks from `/proc/stat`.
