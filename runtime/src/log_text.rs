@@ -20,6 +20,16 @@ pub(crate) fn shown(args: fmt::Arguments<'_>, max: usize) -> String {
     printable(&bounded(args, max)).into_owned()
 }
 
+/// `value` as [`shown`] makes it, formatted only when the line is written: a line
+/// at a level that is off costs nothing.
+pub(crate) struct Shown<'a, T: fmt::Display>(pub &'a T, pub usize);
+
+impl<T: fmt::Display> fmt::Display for Shown<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&shown(format_args!("{}", self.0), self.1))
+    }
+}
+
 /// Text as it may appear in the log: control characters (all but tab), line and
 /// paragraph separators and bidirectional controls written as `\u{…}`, so that it can
 /// neither forge a line of wedge's nor make a terminal show something else.
@@ -104,6 +114,24 @@ mod tests {
     #[test]
     fn shown_text_is_cut_then_escaped() {
         assert_eq!(shown(format_args!("a\u{2028}bcdef"), 6), "a\\u{2028}bc…");
+    }
+
+    /// A line at a level that is off never formats its value.
+    #[test]
+    fn a_shown_value_is_formatted_only_when_displayed() {
+        struct Counted<'a>(&'a std::cell::Cell<usize>);
+        impl fmt::Display for Counted<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.set(self.0.get() + 1);
+                f.write_str("a\nb")
+            }
+        }
+        let formatted = std::cell::Cell::new(0);
+        let value = Counted(&formatted);
+        let lazy = Shown(&value, 10);
+        assert_eq!(formatted.get(), 0);
+        assert_eq!(lazy.to_string(), "a\\u{a}b");
+        assert_eq!(formatted.get(), 1);
     }
 
     #[test]

@@ -29,6 +29,14 @@ pub fn start(example_name: &str, args: &[&str]) -> H3Server {
     H3Server { server, data_dir }
 }
 
+/// Like [`start`], logging what the tracing filter `log` lets through (`WEDGE_LOG`).
+pub fn start_logging(example_name: &str, args: &[&str], log: &str) -> H3Server {
+    let data_dir = temp_dir("h3");
+    let filter = format!("WEDGE_LOG={log}");
+    let server = Server::start_via(&["env", &filter], &example(example_name), args, &data_dir);
+    H3Server { server, data_dir }
+}
+
 impl H3Server {
     /// The TLS listener's address: HTTP/3 is on its port over UDP (`wedge dev`'s
     /// `https://localhost:PORT` is reached on 127.0.0.1).

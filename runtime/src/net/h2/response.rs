@@ -10,7 +10,7 @@ use bytes::{Buf, Bytes};
 use wedge_proto::h2::{Connection, ErrorCode, StreamId};
 
 use super::write_queue::{Staged, TurnWaiter, WriteQueue};
-use crate::log_text::{ERROR_TEXT, shown};
+use crate::log_text::{ERROR_TEXT, Shown};
 use crate::net::handler::ResponseStream;
 use crate::net::response_fields::fields;
 
@@ -126,7 +126,7 @@ impl<B: ResponseStream> Outgoing<B> {
                 Poll::Ready(None) => return self.end(conn, id, queue),
                 Poll::Ready(Some(Err(err))) => {
                     // The error may carry a guest's text, of any length.
-                    let err = shown(format_args!("{err}"), ERROR_TEXT);
+                    let err = Shown(&err, ERROR_TEXT);
                     tracing::debug!("stream {}: response body failed: {err}", id.get());
                     conn.reset(id, ErrorCode::InternalError, queue.stage());
                     return Progress::Done;

@@ -13,7 +13,7 @@ use quinn::{SendStream, WriteError};
 use wedge_proto::h3::{Connection, ErrorCode};
 
 use super::quic_code;
-use crate::log_text::{ERROR_TEXT, shown};
+use crate::log_text::{ERROR_TEXT, Shown};
 use crate::net::handler::ResponseStream;
 use crate::net::response_fields::fields;
 
@@ -133,7 +133,7 @@ impl<B: ResponseStream> Outgoing<B> {
                 None => self.ended = true,
                 Some(Err(err)) => {
                     // The error may carry a guest's text, of any length.
-                    let err = shown(format_args!("{err}"), ERROR_TEXT);
+                    let err = Shown(&err, ERROR_TEXT);
                     tracing::debug!("h3 stream {id}: response body failed: {err}");
                     let _ = send.reset(quic_code(ErrorCode::InternalError));
                     return Poll::Ready(Sent::Failed);
