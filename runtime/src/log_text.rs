@@ -116,9 +116,10 @@ mod tests {
         assert_eq!(shown(format_args!("a\u{2028}bcdef"), 6), "a\\u{2028}bc…");
     }
 
-    /// A line at a level that is off never formats its value.
+    /// A line at a level that is off never formats its value; one that is on shows
+    /// it cut and escaped.
     #[test]
-    fn a_shown_value_is_formatted_only_when_displayed() {
+    fn a_shown_value_is_formatted_only_when_its_line_is_written() {
         struct Counted<'a>(&'a std::cell::Cell<usize>);
         impl fmt::Display for Counted<'_> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -128,9 +129,15 @@ mod tests {
         }
         let formatted = std::cell::Cell::new(0);
         let value = Counted(&formatted);
-        let lazy = Shown(&value, 10);
+        let info_only = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(std::io::sink)
+            .finish();
+        tracing::subscriber::with_default(info_only, || {
+            tracing::debug!("off: {}", Shown(&value, 10));
+        });
         assert_eq!(formatted.get(), 0);
-        assert_eq!(lazy.to_string(), "a\\u{a}b");
+        assert_eq!(Shown(&value, 10).to_string(), "a\\u{a}b");
         assert_eq!(formatted.get(), 1);
     }
 

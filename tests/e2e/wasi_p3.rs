@@ -279,7 +279,7 @@ fn a_failed_bodys_error_text_is_cut_and_escaped_in_the_engines_debug_log() {
         "--http2-prior-knowledge",
         &format!("{}/body-error?kib=2048", server.url),
     ]);
-    assert_a_failed_bodys_error_text_is_cut_and_escaped(&server);
+    assert_a_failed_bodys_error_text_is_cut_and_escaped(&server, "response body failed");
 }
 
 /// The same through the HTTP/3 engine, which shows the error the same way.
@@ -296,11 +296,13 @@ async fn a_failed_bodys_error_text_is_cut_and_escaped_in_the_h3_engines_debug_lo
     if stream.recv_response().await.is_ok() {
         let _ = read_body(&mut stream).await;
     }
-    assert_a_failed_bodys_error_text_is_cut_and_escaped(&server.server);
+    assert_a_failed_bodys_error_text_is_cut_and_escaped(&server.server, "h3 stream");
 }
 
-fn assert_a_failed_bodys_error_text_is_cut_and_escaped(server: &Server) {
-    let log = server.wait_for_log("response body failed");
+/// Once the engine's line (`line`) is logged: no line longer than the cut text
+/// escaped, and no raw control character.
+fn assert_a_failed_bodys_error_text_is_cut_and_escaped(server: &Server, line: &str) {
+    let log = server.wait_for_log(line);
     let longest = log.lines().map(str::len).max().unwrap_or(0);
     // 1 KiB of text, each control character escaped in 5 octets.
     assert!(longest <= 8192, "a log line of {longest} octets");

@@ -10,8 +10,8 @@ use anyhow::{Context, Result, bail};
 
 /// Connections per run, and HTTP/2 / HTTP/3 streams per connection
 /// (../shared/BENCHMARKING.md: `h2load -c 32 -m 16 -t 1`, `wrk -t 1 -c 32`).
-const CONNECTIONS: &str = "32";
-const STREAMS: &str = "16";
+const CONNECTIONS: u32 = 32;
+const STREAMS: u32 = 16;
 /// The echo's request body.
 pub const ECHO_LEN: usize = 64 * 1024;
 
@@ -100,15 +100,32 @@ impl Load {
         }
     }
 
-    /// Connections, and requests in flight on each.
-    fn shape(self) -> (&'static str, &'static str) {
+    /// Connections, and requests in flight on each. `ThirtyTwoInFlight` keeps as many
+    /// in flight as `wrk -c 32` does, on HTTP/2 and HTTP/3 as 16 streams a connection.
+    fn shape(self) -> (u32, u32) {
         match (self.client, self.proto) {
-            (Client::Standard, Proto::H1) | (Client::ThirtyTwoInFlight(_), Proto::H1) => {
-                (CONNECTIONS, "1")
-            }
+            (_, Proto::H1) => (CONNECTIONS, 1),
             (Client::Standard, _) => (CONNECTIONS, STREAMS),
-            (Client::ThirtyTwoInFlight(_), _) => ("2", STREAMS),
+            (Client::ThirtyTwoInFlight(_), _) => (CONNECTIONS / STREAMS, STREAMS),
         }
+    }
+
+    /// Whether its tool speaks its protocol: wrk only HTTP/1.1, Debian's h2load no
+    /// HTTP/3. Another pair would measure another protocol than its row says.
+    pub fn check(self) -> Result<()> {
+        let speaks = match self.tool() {
+            Tool::Wrk => self.proto == Proto::H1,
+            Tool::H2load => self.proto != Proto::H3,
+            Tool::Oha => true,
+        };
+        if !speaks {
+            bail!(
+                "{} does not speak {}",
+                self.tool().name(),
+                self.proto.name()
+            );
+        }
+        Ok(())
     }
 
     /// How the report names it: the protocol, and the client when it is not the
@@ -225,6 +242,7 @@ pub fn command(load: Load, work: Work, port: u16, seconds: u64, scratch: &Scratc
     let scheme = if load.proto.tls() { "https" } else { "http" };
     let url = format!("{scheme}://127.0.0.1:{port}{}", work.path());
     let (connections, streams) = load.shape();
+    let (connections, streams) = (&connections.to_string(), &streams.to_string());
     let mut argv: Vec<String> = Vec::new();
     let mut push = |args: &[&str]| argv.extend(args.iter().map(|a| a.to_string()));
     match load.tool() {
