@@ -353,6 +353,35 @@ fn one_place_across(between: impl Fn(&Admin)) {
     );
 }
 
+/// A version that raises `max_concurrent` gets the new slots once it serves
+/// (`Loaded::commit_limits` resizes the slots its app's versions share): with the
+/// first version's one slot held by a sleeping request, the second version's
+/// request is served, not refused after its queue timeout.
+#[test]
+fn a_version_with_a_larger_max_concurrent_has_its_slots_once_it_serves() {
+    let admin = Admin::start(&temp_dir("data"), &[]);
+    let limits = |most: u32| {
+        format!(
+            "routes = [\"/sleep\"]\n[limits]\nmax_concurrent = {most}\n\
+             queue_timeout = \"1s\"\nwall_time = \"60s\"\n"
+        )
+    };
+    let (status, body) = admin.deploy("slow", &example("faults"), &limits(1));
+    assert_eq!(status, 201, "{body}");
+    std::thread::scope(|scope| {
+        let held = scope.spawn(|| admin.get("/sleep?ms=20000"));
+        admin.server.wait_for_log("sleeping 20000 ms");
+        let (status, body) = admin.deploy("slow", &example("faults"), &limits(2));
+        assert!(status == 200 || status == 201, "{status}: {body}");
+        assert_eq!(admin.get("/sleep?ms=0"), (200, "slept 0\n".to_string()));
+        assert!(
+            !held.is_finished(),
+            "the first request no longer held its slot: the test proved nothing"
+        );
+        assert_eq!(held.join().unwrap(), (200, "slept 20000\n".to_string()));
+    });
+}
+
 /// A `wasm32-wasip1` module that embeds the wasi:http world deploys like a
 /// component: made one as the deploy loads it (see tests/e2e/core_modules.rs).
 #[test]
