@@ -24,16 +24,18 @@ pub struct H3Server {
 
 /// Starts `wedge serve <example> ARGS` with its own data directory.
 pub fn start(example_name: &str, args: &[&str]) -> H3Server {
-    let data_dir = temp_dir("h3");
-    let server = Server::start_in(&example(example_name), args, &data_dir);
-    H3Server { server, data_dir }
+    start_via(&[], example_name, args)
 }
 
 /// Like [`start`], logging what the tracing filter `log` lets through (`WEDGE_LOG`).
 pub fn start_logging(example_name: &str, args: &[&str], log: &str) -> H3Server {
+    start_via(&["env", &format!("WEDGE_LOG={log}")], example_name, args)
+}
+
+/// Like [`start`], run through `prefix` ([`Server::start_via`]).
+fn start_via(prefix: &[&str], example_name: &str, args: &[&str]) -> H3Server {
     let data_dir = temp_dir("h3");
-    let filter = format!("WEDGE_LOG={log}");
-    let server = Server::start_via(&["env", &filter], &example(example_name), args, &data_dir);
+    let server = Server::start_via(prefix, &example(example_name), args, &data_dir);
     H3Server { server, data_dir }
 }
 

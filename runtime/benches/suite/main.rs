@@ -128,6 +128,12 @@ impl Row {
     fn driven_by(self, client: Client) -> Row {
         Row { client, ..self }
     }
+
+    /// Its load generator's command line for a run of `seconds` against `server`.
+    fn argv(&self, server: &Running, seconds: u64, scratch: &Scratch) -> Vec<String> {
+        let port = server.port(self.proto);
+        load::command(self.load(), self.work, port, seconds, scratch)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -852,8 +858,8 @@ fn start_and_measure(
         .into_iter()
         .zip(&server_of)
         .map(|(row, &s)| {
+            let argv = row.argv(&running[s], settings.seconds, scratch);
             let port = running[s].port(row.proto);
-            let argv = load::command(row.load(), row.work, port, settings.seconds, scratch);
             Measured {
                 server_command: running[s].command.clone(),
                 load_command: scratch.display(&argv, port),
@@ -864,13 +870,7 @@ fn start_and_measure(
         })
         .collect();
     for (m, &s) in measured.iter().zip(&server_of) {
-        let argv = load::command(
-            m.row.load(),
-            m.row.work,
-            running[s].port(m.row.proto),
-            settings.warmup,
-            scratch,
-        );
+        let argv = m.row.argv(&running[s], settings.warmup, scratch);
         eprintln!("suite: warming up {} ({})", m.row.key, m.row.load().name());
         load::run(m.row.load(), &argv, settings.warmup, scratch)
             .with_context(|| format!("warming up {}", m.row.key))?;
@@ -914,13 +914,7 @@ fn measure(
     settings: &Settings,
     scratch: &Scratch,
 ) -> Result<Option<Sample>> {
-    let argv = load::command(
-        row.load(),
-        row.work,
-        server.port(row.proto),
-        settings.seconds,
-        scratch,
-    );
+    let argv = row.argv(server, settings.seconds, scratch);
     let alloc_before = server.allocations()?;
     let cpu1_before = cpu1_ticks()?;
     let before = server.cpu_ticks()?;
@@ -989,13 +983,7 @@ fn per_request_once_connected(
     long: Allocated,
 ) -> Result<Option<(f64, f64)>> {
     const SHORT_SECONDS: u64 = 1;
-    let argv = load::command(
-        row.load(),
-        row.work,
-        server.port(row.proto),
-        SHORT_SECONDS,
-        scratch,
-    );
+    let argv = row.argv(server, SHORT_SECONDS, scratch);
     let before = server.allocations()?;
     let outcome = load::run(row.load(), &argv, SHORT_SECONDS, scratch)?;
     let after = server.allocations()?;
